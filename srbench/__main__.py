@@ -1,0 +1,5 @@
+import sys
+
+from srbench.cli import main
+
+sys.exit(main())

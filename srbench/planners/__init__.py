@@ -1,0 +1,72 @@
+"""Memory planners: plugins that place tensor usage records in one slab.
+
+Every planner is a callable ``plan(records, *, alignment=64) -> MemoryPlan`` registered under the
+entry-point group ``srbench.planners``; a third party adds one with a line in its own
+``pyproject.toml``. :func:`plan_memory` is the one way srbench calls a planner: it checks the
+records, times the planner, validates the plan it returns, and puts the lower bound beside it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from srbench.memory.records import (
+    DEFAULT_ALIGNMENT,
+    MemoryPlan,
+    TensorUsageRecord,
+    check_records,
+    lower_bound,
+    validate_plan,
+)
+from srbench.registry import Registry
+
+PLANNERS = Registry("srbench.planners", "planner")
+
+
+class Planner(Protocol):
+    def __call__(
+        self, records: Sequence[TensorUsageRecord], *, alignment: int = DEFAULT_ALIGNMENT
+    ) -> MemoryPlan: ...
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """A validated plan with the figures it is judged by."""
+
+    plan: MemoryPlan
+    lower_bound: int
+    seconds: float
+    num_tensors: int
+
+    @property
+    def ratio_to_lower_bound(self) -> float:
+        return self.plan.total_bytes / self.lower_bound if self.lower_bound else 1.0
+
+
+def planner_names() -> list[str]:
+    return PLANNERS.names()
+
+
+def get_planner(name: str) -> Planner:
+    return PLANNERS.load(name)
+
+
+def plan_memory(
+    records: Sequence[TensorUsageRecord],
+    planner: str = "greedy_by_size",
+    *,
+    alignment: int = DEFAULT_ALIGNMENT,
+    **options: Any,
+) -> PlanResult:
+    """Plan ``records`` with the named planner; the plan is validated before it is returned."""
+    records = list(records)
+    check_records(records)
+    plan_fn = get_planner(planner)
+    start = time.perf_counter()
+    plan = plan_fn(records, alignment=alignment, **options)
+    seconds = time.perf_counter() - start
+    validate_plan(records, plan, alignment)
+    return PlanResult(plan=plan, lower_bound=lower_bound(records), seconds=seconds, num_tensors=len(records))
