@@ -1,0 +1,89 @@
+"""Greedy by operator breadth (Pisarchyk and Lee 2020, arXiv 2001.03288).
+
+An operator's breadth is the total size of the tensors alive while it runs. Operators are visited
+widest first; at each, its tensors not yet placed go in largest first, each into the tightest gap
+among the placed tensors whose lifetimes overlap it (the same best-fit search as greedy by size).
+The widest operator is where the lower bound is set, so its tensors are packed first.
+
+A tensor is placed at the widest operator of its lifetime, so the visiting order is the sort key
+(rank of the widest operator in the tensor's lifetime, -size, tie-break): computed for all tensors
+at once with a range-minimum table instead of walking every operator's tensor list. Steps where
+nothing starts or ends are never wider than the step before them, so only those are ranked.
+Operators of equal breadth are visited in step order; equal sizes at one operator follow the
+named tie-break (``VARIANTS`` has one planner per tie-break).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+
+import numpy as np
+
+from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord
+from srbench.planners._placement import (
+    DEFAULT_TIE_BREAK,
+    TIE_BREAKS,
+    make_plan,
+    place_best_fit,
+    tie_break_key,
+)
+
+NAME = "greedy_by_breadth"
+
+
+def plan(
+    records: Sequence[TensorUsageRecord],
+    *,
+    alignment: int = DEFAULT_ALIGNMENT,
+    tie_break: str = DEFAULT_TIE_BREAK,
+) -> MemoryPlan:
+    """Widest operator first, its tensors largest first, best-fit gap."""
+    tie = tie_break_key(tie_break)
+    sized = [r for r in records if r.size]
+    rank = widest_operator_rank(sized)
+    ordered = sorted(zip(rank.tolist(), sized), key=lambda pair: (pair[0], -pair[1].size, *tie(pair[1])))
+    offsets = place_best_fit([record for _, record in ordered], alignment)
+    return make_plan(NAME, records, offsets, tie_break=tie_break)
+
+
+def widest_operator_rank(records: Sequence[TensorUsageRecord]) -> np.ndarray:
+    """For each record, the breadth rank (0 = widest) of the widest step within its lifetime."""
+    if not records:
+        return np.zeros(0, dtype=np.int64)
+    first = np.array([r.first for r in records], dtype=np.int64)
+    last = np.array([r.last for r in records], dtype=np.int64)
+    # Python-int sums: breadths of huge hand-made records must not wrap around.
+    size = np.array([r.size for r in records], dtype=object)
+    steps = np.unique(np.concatenate([first, last]))
+    lo = np.searchsorted(steps, first)
+    hi = np.searchsorted(steps, last)
+    delta = np.zeros(len(steps) + 1, dtype=object)
+    np.add.at(delta, lo, size)
+    np.add.at(delta, hi + 1, -size)
+    breadth = np.cumsum(delta[:-1])
+    # Widest first, earlier step first among equals.
+    order = sorted(range(len(steps)), key=lambda i: (-breadth[i], i))
+    step_rank = np.empty(len(steps), dtype=np.int64)
+    step_rank[order] = np.arange(len(steps))
+    return _range_min(step_rank, lo, hi)
+
+
+def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``min(values[lo[i]:hi[i] + 1])`` for every i, via a sparse table (O(n log n))."""
+    table = [values]
+    width = 1
+    while 2 * width <= len(values):
+        previous = table[-1]
+        table.append(np.minimum(previous[:-width], previous[width:]))
+        width *= 2
+    level = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
+    result = np.empty(len(lo), dtype=values.dtype)
+    for k in np.unique(level):
+        pick = level == k
+        row = table[k]
+        result[pick] = np.minimum(row[lo[pick]], row[hi[pick] - (1 << int(k)) + 1])
+    return result
+
+
+VARIANTS = {f"{NAME}[{name}]": partial(plan, tie_break=name) for name in TIE_BREAKS}
