@@ -1,0 +1,122 @@
+"""The one validator every plan goes through, and the checks that keep bad records out."""
+
+from __future__ import annotations
+
+import pytest
+
+from srbench.memory.records import (
+    MAX_SLAB_BYTES,
+    MemoryPlan,
+    PlanError,
+    RecordError,
+    TensorUsageRecord,
+    align_up,
+    check_records,
+    lower_bound,
+    validate_plan,
+)
+from srbench.planners import plan_memory
+
+A = TensorUsageRecord("a", 0, 2, 128)
+B = TensorUsageRecord("b", 1, 3, 64)
+C = TensorUsageRecord("c", 3, 4, 128)  # alive after a: may share a's bytes
+
+
+def plan_of(offsets: dict[str, int], total: int) -> MemoryPlan:
+    return MemoryPlan(planner="hand", offsets=offsets, total_bytes=total)
+
+
+def test_a_correct_plan_passes():
+    validate_plan([A, B, C], plan_of({"a": 0, "b": 128, "c": 0}, 192))
+
+
+def test_overlapping_tensors_sharing_bytes_are_named():
+    with pytest.raises(PlanError, match=r"'a' \[0, 128\) and 'b' \[64, 128\)") as error:
+        validate_plan([A, B], plan_of({"a": 0, "b": 64}, 192))
+    assert set(error.value.tensors) == {"a", "b"}
+
+
+def test_overlap_is_found_beyond_the_nearest_neighbour():
+    # d covers a and b's bytes; b is found even though a sits between them in offset order.
+    d = TensorUsageRecord("d", 2, 2, 512)
+    with pytest.raises(PlanError) as error:
+        validate_plan([A, B, d], plan_of({"a": 0, "b": 128, "d": 0}, 512))
+    assert "d" in error.value.tensors
+
+
+def test_tensors_alive_at_different_steps_may_share_bytes():
+    validate_plan([A, C], plan_of({"a": 0, "c": 0}, 128))
+
+
+def test_touching_lifetimes_share_a_step():
+    # b's last step is 3 and c's first is 3: both are alive at step 3.
+    with pytest.raises(PlanError, match="'b'.*'c'|'c'.*'b'"):
+        validate_plan([B, C], plan_of({"b": 0, "c": 0}, 128))
+
+
+def test_misaligned_offset_is_rejected():
+    with pytest.raises(PlanError, match=r"tensor 'b' offset 160 is not aligned to 64") as error:
+        validate_plan([A, B], plan_of({"a": 0, "b": 160}, 224))
+    assert error.value.tensors == ("b",)
+    # the same offset is fine under a coarser-grained check
+    validate_plan([A, B], plan_of({"a": 0, "b": 160}, 224), alignment=32)
+
+
+def test_total_too_small_is_rejected():
+    with pytest.raises(PlanError, match=r"tensor 'b' ends at byte 192, past the total 180"):
+        validate_plan([A, B], plan_of({"a": 0, "b": 128}, 180))
+
+
+def test_missing_offset_is_rejected():
+    with pytest.raises(PlanError, match=r"no offset for tensor 'b'"):
+        validate_plan([A, B], plan_of({"a": 0}, 192))
+
+
+def test_unknown_tensor_in_the_plan_is_rejected():
+    with pytest.raises(PlanError, match=r"unknown tensors \['ghost'\]"):
+        validate_plan([A], plan_of({"a": 0, "ghost": 128}, 256))
+
+
+@pytest.mark.parametrize("offset", [-64, 64.0, "64", True])
+def test_offset_must_be_a_non_negative_int(offset):
+    with pytest.raises(PlanError, match=r"tensor 'a' has bad offset"):
+        validate_plan([A], plan_of({"a": offset}, 1024))
+
+
+def test_overflowing_total_is_rejected():
+    huge = TensorUsageRecord("huge", 0, 0, MAX_SLAB_BYTES - 63)
+    more = TensorUsageRecord("more", 0, 0, 128)
+    offsets = {"huge": 0, "more": align_up(huge.size)}
+    with pytest.raises(PlanError, match=r"total .* is not a byte count"):
+        validate_plan([huge, more], plan_of(offsets, offsets["more"] + 128))
+
+
+def test_planning_records_that_cannot_fit_an_int64_slab_fails_validation():
+    # Two tensors of almost 2**63 bytes alive together: any plan needs more than the largest slab.
+    big = [TensorUsageRecord(f"t{i}", 0, 0, 2**62 + 64) for i in range(2)]
+    with pytest.raises(PlanError, match="is not a byte count"):
+        plan_memory(big, "greedy_by_size")
+
+
+@pytest.mark.parametrize(
+    "records, message",
+    [
+        ([TensorUsageRecord("n", 0, 1, -8)], r"record 'n': negative size -8"),
+        ([TensorUsageRecord("i", 5, 2, 64)], r"record 'i': inverted lifetime, last step 2 is before first step 5"),
+        ([A, TensorUsageRecord("a", 3, 4, 64)], r"duplicate record id 'a'"),
+        ([TensorUsageRecord("s", -1, 1, 64)], r"record 's': negative first step -1"),
+        ([TensorUsageRecord("f", 0, 1, 64.0)], r"record 'f': size must be an int, got 64.0"),
+        ([TensorUsageRecord("x", 0, 1, MAX_SLAB_BYTES + 1)], r"record 'x': size .* exceeds the largest slab"),
+    ],
+)
+def test_check_records_rejects_bad_records(records, message):
+    with pytest.raises(RecordError, match=message):
+        check_records(records)
+    with pytest.raises(RecordError, match=message):
+        plan_memory(records, "naive")  # every planner call goes through the check first
+
+
+def test_lower_bound_is_the_most_bytes_alive_at_one_step():
+    assert lower_bound([]) == 0
+    assert lower_bound([A, B, C]) == 192  # steps 1-2: a + b; step 3: b + c
+    assert lower_bound([A, C]) == 128
