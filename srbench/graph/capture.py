@@ -1,0 +1,75 @@
+"""Capture a model as an ATen-level graph with :func:`torch.export.export`.
+
+Everything downstream (lifetime analysis, planners, the static runtime) reads this graph and the
+FakeTensor metadata on its nodes (``node.meta["val"]``: shape, dtype, strides, storage size), so
+memory can be planned without allocating anything. Capture is non-strict: the model's Python runs
+once under fake tensors, which accepts far more models than TorchDynamo's strict tracing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+class CaptureError(RuntimeError):
+    """``torch.export`` could not capture a model; the message names the model and the reason."""
+
+    def __init__(self, model: str, reason: str):
+        super().__init__(f"cannot capture model {model!r}: {reason}")
+        self.model = model
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CapturedGraph:
+    """An exported model: the program, its ATen-level graph module and the inputs it was traced with.
+
+    ``graph_module`` is ``exported.graph_module``: it takes parameters, buffers and lifted constants
+    before the user inputs (in the order of ``exported.graph_signature.input_specs``) and returns a
+    flat tuple; ``exported.call_spec.out_spec`` rebuilds the model's own output structure.
+    """
+
+    name: str
+    exported: torch.export.ExportedProgram
+    graph_module: torch.fx.GraphModule
+    example_inputs: tuple
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.graph_module.graph
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def capture(
+    model: torch.nn.Module, example_inputs: tuple, *, name: str = "model", decompose: bool = False
+) -> CapturedGraph:
+    """Export ``model`` at ``example_inputs`` (static shapes) to an ATen-level graph.
+
+    ``decompose`` lowers the graph to core ATen (``run_decompositions()``): every op then has an
+    ``.out`` overload, at the price of more, smaller ops and a functionalized graph. Without it the
+    graph keeps export's pre-dispatch ops, including in-place ops and views, which the lifetime
+    analysis handles from the op schemas.
+
+    Raises :class:`CaptureError` naming the model and the reason ``torch.export`` gave.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise CaptureError(name, f"expected a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(example_inputs, tuple):
+        raise CaptureError(name, f"example_inputs must be a tuple, got {type(example_inputs).__name__}")
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(model, example_inputs, strict=False)
+            if decompose:
+                exported = exported.run_decompositions()
+    except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
+        raise CaptureError(name, _first_line(error)) from error
+    return CapturedGraph(
+        name=name, exported=exported, graph_module=exported.graph_module, example_inputs=example_inputs
+    )
