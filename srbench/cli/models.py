@@ -1,0 +1,111 @@
+"""``srbench models``: every case of the zoo, its provider, family, size, and whether it works here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "models",
+        help="list the model zoo's cases and whether each is available here",
+        description="List every model case with its provider, family, parameter count and availability "
+        "(with the reason when its provider cannot work here).",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
+    parser.add_argument("--provider", action="append", help="only this provider's cases (repeatable)")
+    parser.add_argument("--family", action="append", help="only this family's cases (repeatable)")
+    parser.set_defaults(run=run)
+
+
+def rows(providers: Sequence[str] | None = None, families: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """One record per known case. Parameters are counted on the models built here; for a case that
+    cannot be built here, the published count is shown when the provider states one."""
+    from srbench.zoo import load_zoo
+
+    listed = []
+    for entry in load_zoo().entries():
+        case = entry.case
+        if (providers and case.provider not in providers) or (families and case.family not in families):
+            continue
+        if entry.available:
+            parameters, source = case.parameter_count(), "counted"
+        else:
+            parameters = case.published_parameters
+            source = None if parameters is None else "published"
+        listed.append(
+            {
+                "name": case.name,
+                "provider": case.provider,
+                "family": case.family,
+                "parameters": parameters,
+                "parameters_source": source,
+                "batch_size": case.batch_size,
+                "dtype": str(case.dtype).removeprefix("torch."),
+                "available": entry.available,
+                "reason": entry.reason,
+                "description": case.description,
+            }
+        )
+    return listed
+
+
+def _parameters_cell(row: dict[str, Any]) -> str:
+    if row["parameters"] is None:
+        return "-"
+    return f"{row['parameters']:,}" + ("*" if row["parameters_source"] == "published" else "")
+
+
+def format_table(listed: list[dict[str, Any]], unavailable: dict[str, str]) -> str:
+    header = ("NAME", "PROVIDER", "FAMILY", "PARAMETERS", "AVAILABLE")
+    cells = [
+        (row["name"], row["provider"], row["family"], _parameters_cell(row), "yes" if row["available"] else f"no: {row['reason']}")
+        for row in listed
+    ]
+    widths = [max(len(line[column]) for line in [header, *cells]) for column in range(len(header) - 1)]
+    lines = []
+    for line in [header, *cells]:
+        aligned = [
+            value.rjust(width) if column == 3 else value.ljust(width) for column, (value, width) in enumerate(zip(line, widths))
+        ]
+        lines.append("  ".join([*aligned, line[-1]]))
+    if any(row["parameters_source"] == "published" for row in listed):
+        lines.append("* published count; the model cannot be built here")
+    listed_providers = {row["provider"] for row in listed}
+    for provider, reason in sorted(unavailable.items()):
+        if provider not in listed_providers:
+            lines.append(f"provider {provider!r} is unavailable and lists no cases: {reason}")
+    return "\n".join(lines)
+
+
+def check_filters(providers: Sequence[str] | None, families: Sequence[str] | None) -> None:
+    """Unknown provider or family names are errors naming the nearest known ones, not empty listings."""
+    from srbench.registry import UnknownPluginError, unknown_name_message
+    from srbench.zoo import FAMILIES, PROVIDERS
+
+    for kind, given, known in (("model provider", providers, PROVIDERS.names()), ("model family", families, list(FAMILIES))):
+        for name in given or ():
+            if name not in known:
+                raise UnknownPluginError(unknown_name_message(kind, name, known))
+
+
+def run(args: argparse.Namespace) -> int:
+    from srbench.registry import UnknownPluginError
+    from srbench.zoo import load_zoo
+
+    try:
+        check_filters(args.provider, args.family)
+    except UnknownPluginError as error:
+        print(f"srbench models: {error}", file=sys.stderr)
+        return 2
+    listed = rows(args.provider, args.family)
+    unavailable = load_zoo().unavailable
+    if args.json:
+        print(json.dumps({"models": listed, "unavailable_providers": unavailable}, indent=2))
+    else:
+        print(format_table(listed, unavailable))
+    return 0

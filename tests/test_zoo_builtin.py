@@ -1,0 +1,81 @@
+"""The builtin provider: always available, the published sizes of the paper architectures."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from srbench.zoo import load_zoo
+from srbench_models.builtin import provider
+from srbench_models.builtin.blocks import calibrate_batch_norm, mlp_stack
+
+BUILTIN = {
+    "resnet18", "resnet50", "mobilenet_v2", "bert_encoder", "gpt_decoder", "lstm_lm", "dlrm", "deep_and_wide", "mlp",
+}
+
+
+def test_builtin_provider_is_available_with_every_architecture():
+    zoo = load_zoo()
+    assert "builtin" not in zoo.unavailable
+    assert {case.name for case in zoo.select(providers=["builtin"])} == BUILTIN
+    assert {case.name for case in provider.catalog()} == BUILTIN
+
+
+@pytest.mark.parametrize(
+    ("name", "parameters"), [("resnet18", 11_689_512), ("resnet50", 25_557_032), ("mobilenet_v2", 3_504_872)]
+)
+def test_published_parameter_counts(name, parameters):
+    case = load_zoo().get(name)
+    assert case.parameter_count() == parameters
+    assert sum(p.numel() for p in case.model().parameters()) == parameters
+
+
+def test_gpt_decoder_is_causal():
+    """Changing a later token must not change the logits of earlier positions."""
+    case = load_zoo().get("gpt_decoder")
+    model, (ids,) = case.model(), case.example_inputs(1)
+    changed = ids.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 8192
+    with torch.no_grad():
+        before, after = model(ids), model(changed)
+    torch.testing.assert_close(before[:, :-1], after[:, :-1])
+    assert not torch.allclose(before[:, -1], after[:, -1])
+
+
+def test_bert_encoder_is_bidirectional():
+    case = load_zoo().get("bert_encoder")
+    model, (ids,) = case.model(), case.example_inputs(1)
+    changed = ids.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 30522
+    with torch.no_grad():
+        assert not torch.allclose(model(ids)[:, 0], model(changed)[:, 0])
+
+
+def test_dlrm_interaction_uses_every_pair_once():
+    model = load_zoo().get("dlrm").model()
+    pairs = set(zip(model.pair_rows.tolist(), model.pair_cols.tolist()))
+    assert len(pairs) == 9 * 8 // 2 and all(row > col for row, col in pairs)
+
+
+def test_calibrated_batch_norm_keeps_activations_at_unit_scale():
+    case = load_zoo().get("mobilenet_v2")
+    with torch.no_grad():
+        logits = case.model()(*case.example_inputs(0))
+    assert 0.1 < logits.std().item() < 10
+
+
+def test_calibration_restores_momentum_and_eval_mode():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    calibrate_batch_norm(model, torch.randn(2, 3, 8, 8) * 5 + 3)
+    assert not model.training and model[1].momentum == 0.1
+    assert model[1].running_mean.abs().sum() > 0
+
+
+def test_mlp_stack_rejects_a_single_width():
+    with pytest.raises(ValueError, match="input and an output width"):
+        mlp_stack([512])
+
+
+def test_batch_override_must_be_positive():
+    with pytest.raises(ValueError, match="positive int"):
+        load_zoo().get("mlp").example_inputs(0, batch=0)
