@@ -55,7 +55,7 @@ def widest_operator_rank(records: Sequence[TensorUsageRecord]) -> np.ndarray:
     last = np.array([r.last for r in records], dtype=np.int64)
     # Python-int sums: breadths of huge hand-made records must not wrap around.
     size = np.array([r.size for r in records], dtype=object)
-    steps = np.unique(np.concatenate([first, last]))
+    steps = np.array(sorted({r.first for r in records} | {r.last for r in records}), dtype=np.int64)
     lo = np.searchsorted(steps, first)
     hi = np.searchsorted(steps, last)
     delta = np.zeros(len(steps) + 1, dtype=object)
@@ -79,7 +79,7 @@ def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
         width *= 2
     level = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
     result = np.empty(len(lo), dtype=values.dtype)
-    for k in np.unique(level):
+    for k in set(level.tolist()):
         pick = level == k
         row = table[k]
         result[pick] = np.minimum(row[lo[pick]], row[hi[pick] - (1 << int(k)) + 1])

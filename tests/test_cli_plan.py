@@ -1,0 +1,176 @@
+"""``srbench plan`` run in-process: a zoo model, a MiniMalloc CSV file, JSON output, failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from srbench.cli import main
+from srbench.cli.plan import format_bytes
+from srbench.memory.minimalloc_csv import read_records, write_records
+from srbench.memory.records import TensorUsageRecord, lower_bound
+from srbench.registry import UnknownPluginError, unknown_name_message
+from srbench.zoo import ModelCase
+
+HEURISTICS = "naive,greedy_by_size,greedy_by_breadth,linear_scan,storage_groups"
+
+
+class DataDependent(torch.nn.Module):
+    """Branches on a tensor's value: torch.export cannot capture it."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 16)
+        self.b = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+class FakeZoo:
+    """Just the part of srbench.zoo.Zoo that ``srbench plan`` uses."""
+
+    def __init__(self, cases):
+        self.cases = {case.name: case for case in cases}
+        self.batches = []
+
+    def get(self, name):
+        if name not in self.cases:
+            raise UnknownPluginError(unknown_name_message("model", name, list(self.cases)))
+        return self.cases[name]
+
+
+def case(name, build, zoo):
+    def inputs(shape, batch):
+        zoo.batches.append(batch)
+        return (torch.randn(batch or 2, 8),)
+
+    return ModelCase(name=name, provider="test", family="mlp", build=build, make_inputs=inputs)
+
+
+@pytest.fixture
+def fake_zoo(monkeypatch):
+    zoo = FakeZoo([])
+    zoo.cases = {c.name: c for c in (case("broken", DataDependent, zoo), case("tiny", Tiny, zoo))}
+    monkeypatch.setattr("srbench.zoo.load_zoo", lambda: zoo)
+    return zoo
+
+
+def run_json(capsys, *argv):
+    status = main(["plan", *argv, "--json"])
+    captured = capsys.readouterr()
+    return status, json.loads(captured.out), captured.err
+
+
+def test_plans_a_zoo_model_with_every_chosen_planner(capsys, tmp_path):
+    status, document, _ = run_json(
+        capsys, "--model", "mlp", "--planners", HEURISTICS, "--save-records", str(tmp_path)
+    )
+    assert status == 0
+    (source,) = document["sources"]
+    assert source["name"] == "mlp" and source["kind"] == "model" and source["errors"] == []
+    records = read_records(tmp_path / "mlp.csv")  # --save-records wrote what was planned
+    assert source["planned_tensors"] == len(records) > 0
+    assert source["lower_bound"] == lower_bound(records)
+    assert source["output_tensors"] >= 1  # the model's result is reported apart
+    plans = {row["planner"]: row for row in source["plans"]}
+    assert list(plans) == HEURISTICS.split(",")
+    assert plans["naive"]["total_bytes"] == sum(r.size for r in records)  # sizes come aligned
+    for row in plans.values():
+        assert row["total_bytes"] >= source["lower_bound"]
+        assert row["ratio_to_lower_bound"] == pytest.approx(row["total_bytes"] / source["lower_bound"])
+        assert row["seconds"] >= 0
+
+
+def test_plans_records_from_a_minimalloc_csv(capsys, tmp_path):
+    records = [
+        TensorUsageRecord("a", 0, 1, 128),
+        TensorUsageRecord("b", 1, 2, 128),
+        TensorUsageRecord("c", 2, 3, 128),
+    ]
+    path = tmp_path / "chain.csv"
+    write_records(records, path)
+    status, document, _ = run_json(capsys, "--records", str(path), "--planners", HEURISTICS)
+    assert status == 0
+    (source,) = document["sources"]
+    assert (source["name"], source["kind"], source["planned_tensors"]) == ("chain", "records", 3)
+    assert source["lower_bound"] == 256
+    totals = {row["planner"]: row["total_bytes"] for row in source["plans"]}
+    assert totals == {"naive": 384, "greedy_by_size": 256, "greedy_by_breadth": 256, "linear_scan": 256, "storage_groups": 256}
+
+
+def test_table_for_a_person(capsys, fake_zoo):
+    assert main(["plan", "--model", "tiny", "--planners", "naive,greedy_by_size"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, *rows = lines[:3]
+    assert header.split() == ["MODEL", "PLANNER", "TENSORS", "TOTAL", "TOTAL", "BYTES", "LOWER", "BOUND", "RATIO", "TIME"]
+    assert [row.split()[:2] for row in rows] == [["tiny", "naive"], ["tiny", "greedy_by_size"]]
+    assert len({len(line) for line in lines[:3]}) == 1  # aligned: every row as wide as the header
+    for row in rows:
+        total_bytes = int(row[header.index("TOTAL BYTES") : header.index("LOWER BOUND")].strip().replace(",", ""))
+        assert format_bytes(total_bytes) in row  # human-readable size beside the byte count
+    assert any(line.startswith("tiny: 1 graph output(s)") for line in lines)
+
+
+@pytest.mark.parametrize(
+    "nbytes, text", [(0, "0 B"), (1000, "1000 B"), (1536, "1.5 KiB"), (3 * 2**20, "3 MiB"), (5 * 2**30 // 4, "1.25 GiB")]
+)
+def test_format_bytes(nbytes, text):
+    assert format_bytes(nbytes) == text
+
+
+def test_a_model_that_cannot_be_captured_is_one_line_and_the_rest_still_run(capsys, fake_zoo):
+    status = main(["plan", "--all", "--planners", "greedy_by_size", "--json"])
+    captured = capsys.readouterr()
+    assert status == 1  # a failure makes the exit status non-zero, at the end
+    (line,) = captured.err.strip().splitlines()  # one line, no torch.export graph dump
+    assert "'broken'" in line and "GuardOnDataDependentSymNode" in line
+    sources = {s["name"]: s for s in json.loads(captured.out)["sources"]}
+    assert sources["broken"]["plans"] == [] and "cannot capture model 'broken'" in sources["broken"]["errors"][0]
+    assert sources["tiny"]["errors"] == [] and sources["tiny"]["plans"][0]["planner"] == "greedy_by_size"
+
+
+def test_batch_reaches_the_example_inputs(capsys, fake_zoo):
+    status, document, _ = run_json(capsys, "--model", "tiny", "--planners", "naive", "--batch", "64")
+    assert status == 0 and fake_zoo.batches == [64]
+    # batch 64 of width 16 float32 is 4 KiB: the hidden activation is planned at that size
+    assert document["sources"][0]["lower_bound"] >= 64 * 16 * 4
+
+
+def test_bad_csv_is_reported_and_other_sources_still_run(capsys, tmp_path, fake_zoo):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,lower,upper,size\nx,0,1,-5\n")
+    status, document, err = run_json(capsys, "--model", "tiny", "--records", str(bad), "--planners", "naive")
+    assert status == 1
+    assert "bad.csv" in err and "size" in err
+    sources = {s["name"]: s for s in document["sources"]}
+    assert sources["tiny"]["plans"] and not sources["bad"]["plans"]
+
+
+def test_unknown_planner_and_model_are_named(capsys, fake_zoo):
+    assert main(["plan", "--model", "tiny", "--planners", "greedy_by_sise"]) == 2
+    assert "unknown planner 'greedy_by_sise'; did you mean 'greedy_by_size'" in capsys.readouterr().err
+    assert main(["plan", "--model", "tiyn", "--planners", "naive"]) == 1
+    assert "unknown model 'tiyn'; did you mean 'tiny'" in capsys.readouterr().err
+
+
+def test_nothing_to_plan_is_an_error(capsys):
+    assert main(["plan"]) == 2
+    assert "nothing to plan" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--batch", "0"], ["--time-limit", "-1"], ["--planners", ","]])
+def test_bad_option_values_are_rejected(capsys, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "--model", "mlp", *argv])
+    assert exit_info.value.code == 2
+    assert "expected" in capsys.readouterr().err
