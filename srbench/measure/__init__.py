@@ -1,0 +1,20 @@
+"""Measuring one case: equivalence with eager, memory (planned, lower bound, observed), and the
+per-op profile. Usable outside pytest (the asv benchmarks call the same functions)."""
+
+from srbench.measure.case import PreparedCase, prepare_case, runtime_options
+from srbench.measure.equivalence import EquivalenceError, EquivalenceReport, check_equivalence
+from srbench.measure.memory import MemoryReport, PlannedMemory, measure_memory
+from srbench.measure.profile import op_profile
+
+__all__ = [
+    "EquivalenceError",
+    "EquivalenceReport",
+    "MemoryReport",
+    "PlannedMemory",
+    "PreparedCase",
+    "check_equivalence",
+    "measure_memory",
+    "op_profile",
+    "prepare_case",
+    "runtime_options",
+]

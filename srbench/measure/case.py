@@ -1,0 +1,98 @@
+"""One case of a suite, prepared for measuring: the model, its inputs on the case's device, eager's
+answers, and the runtime prepared under the case's options.
+
+The pytest plugin and the asv benchmarks both start here. Thread counts are the caller's job:
+wrap preparation and every measurement in ``srbench.runtimes.intra_op_threads(spec.threads)``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from srbench.measure.equivalence import EquivalenceReport, check_equivalence
+from srbench.measure.memory import MemoryReport, measure_memory
+from srbench.measure.profile import op_profile
+from srbench.runtimes import Runtime, RuntimeOptions, get_runtime
+from srbench.suites.spec import CaseSpec
+from srbench.zoo import ModelCase, Zoo, load_zoo
+
+
+def _to_device(value: Any, device: str) -> Any:
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def runtime_options(spec: CaseSpec) -> RuntimeOptions:
+    defaults = RuntimeOptions()
+    return RuntimeOptions(
+        planner=spec.planner or defaults.planner,
+        enable_out_variant=spec.enable_out_variant,
+        cleanup_activations=spec.cleanup_activations,
+        manage_output_tensors=spec.manage_output_tensors,
+        threads=spec.threads,
+        device=spec.device,
+    )
+
+
+@dataclass
+class PreparedCase:
+    spec: CaseSpec
+    model_case: ModelCase
+    runtime: Runtime
+    first_inputs: tuple
+    second_inputs: tuple
+    expected_first: Any
+    expected_second: Any
+    prepare_seconds: float
+
+    @property
+    def rtol(self) -> float:
+        return self.spec.rtol if self.spec.rtol is not None else self.model_case.rtol
+
+    @property
+    def atol(self) -> float:
+        return self.spec.atol if self.spec.atol is not None else self.model_case.atol
+
+    def run(self) -> Any:
+        """One call of the prepared runtime on the first inputs (what timing measures)."""
+        return self.runtime(*self.first_inputs)
+
+    def check_equivalence(self) -> EquivalenceReport:
+        return check_equivalence(
+            self.runtime,
+            self.first_inputs,
+            self.second_inputs,
+            self.expected_first,
+            self.expected_second,
+            rtol=self.rtol,
+            atol=self.atol,
+            outputs_may_be_reused=self.spec.manage_output_tensors and "manage_output_tensors" in self.spec.honours,
+        )
+
+    def measure_memory(self) -> MemoryReport:
+        return measure_memory(self.runtime, self.first_inputs, device=self.spec.device)
+
+    def op_profile(self, iterations: int = 10) -> dict[str, float]:
+        return op_profile(self.runtime, self.first_inputs, iterations=iterations)
+
+
+def prepare_case(spec: CaseSpec, *, zoo: Zoo | None = None) -> PreparedCase:
+    """Build the model and inputs of ``spec``, compute eager's answers, then prepare the runtime.
+
+    Raises ``UnsupportedRuntime`` or ``srbench.graph.CaptureError`` (with the reason) when the
+    runtime cannot take the model, and ``ModelUnavailable`` when the model cannot be built here.
+    """
+    model_case = (zoo if zoo is not None else load_zoo()).get(spec.model)
+    model = model_case.model().to(spec.device)
+    first = tuple(_to_device(x, spec.device) for x in model_case.example_inputs(0, spec.batch))
+    second = tuple(_to_device(x, spec.device) for x in model_case.example_inputs(1, spec.batch))
+    with torch.inference_mode():
+        expected_first, expected_second = model(*first), model(*second)
+    runtime_class = get_runtime(spec.runtime)
+    start = time.perf_counter()
+    runtime = runtime_class(model, first, runtime_options(spec))
+    prepare_seconds = time.perf_counter() - start
+    return PreparedCase(spec, model_case, runtime, first, second, expected_first, expected_second, prepare_seconds)

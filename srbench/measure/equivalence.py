@@ -1,0 +1,139 @@
+"""The equivalence protocol: a runtime must give eager's answers, on every shape, every time,
+without touching its inputs.
+
+The runtime is prepared on the first inputs, then run on the first inputs, on inputs of a
+second shape, and on the first inputs again (a runtime that plans memory for one shape must
+neither give a wrong answer on another nor stay broken after it). Every output is compared with
+eager's by ``torch.testing.assert_close`` under the case's tolerance; a failure names the run,
+the output, and the largest absolute and relative difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+
+class EquivalenceError(AssertionError):
+    """A runtime's answer differs from eager's, or the runtime modified its inputs."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The largest differences between one output and eager's (0 for exact, non-float outputs)."""
+
+    output: str
+    max_abs: float
+    max_rel: float
+
+
+@dataclass(frozen=True)
+class EquivalenceReport:
+    """What the protocol compared, and the largest differences it tolerated."""
+
+    runs: int
+    outputs: int
+    max_abs: float
+    max_rel: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": self.runs, "outputs": self.outputs, "max_abs_diff": self.max_abs, "max_rel_diff": self.max_rel}
+
+
+def leaves(value: Any) -> list[tuple[str, Any]]:
+    """The leaves of a (nested) output with their paths, e.g. ``[1]['logits']``."""
+    flat, _ = pytree.tree_flatten_with_path(value)
+    return [(pytree.keystr(path) or "output", leaf) for path, leaf in flat]
+
+
+def difference(output: str, actual: Any, expected: Any) -> Difference:
+    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)) or actual.shape != expected.shape:
+        return Difference(output, float("nan"), float("nan"))
+    if actual.numel() == 0:
+        return Difference(output, 0.0, 0.0)
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    absolute = (a - e).abs()
+    both_nan = a.isnan() & e.isnan()
+    absolute = torch.where(both_nan, torch.zeros_like(absolute), absolute)
+    relative = absolute / e.abs()
+    relative = torch.where(absolute == 0, torch.zeros_like(relative), relative)
+    return Difference(output, absolute.max().item(), relative.max().item())
+
+
+def compare(actual: Any, expected: Any, *, rtol: float, atol: float, run: str) -> list[Difference]:
+    """Compare every output leaf; raise :class:`EquivalenceError` on the first that differs."""
+    got, want = leaves(actual), leaves(expected)
+    if len(got) != len(want):
+        raise EquivalenceError(
+            f"{run}: the runtime returned {len(got)} output values ({', '.join(p for p, _ in got)}), "
+            f"eager {len(want)} ({', '.join(p for p, _ in want)})"
+        )
+    differences = []
+    for (path, actual_leaf), (_, expected_leaf) in zip(got, want):
+        diff = difference(path, actual_leaf, expected_leaf)
+        try:
+            torch.testing.assert_close(actual_leaf, expected_leaf, rtol=rtol, atol=atol, equal_nan=True, check_device=True)
+        except AssertionError as error:
+            raise EquivalenceError(
+                f"{run}: output {path} differs from eager: largest absolute difference {diff.max_abs:.3g}, "
+                f"largest relative difference {diff.max_rel:.3g} (rtol={rtol:g}, atol={atol:g})\n{error}"
+            ) from None
+        differences.append(diff)
+    return differences
+
+
+def _snapshot(value: Any) -> Any:
+    return pytree.tree_map(lambda leaf: leaf.detach().clone() if isinstance(leaf, torch.Tensor) else leaf, value)
+
+
+def _check_unchanged(now: Any, before: Any, what: str, run: str) -> None:
+    for (path, current), (_, saved) in zip(leaves(now), leaves(before)):
+        try:
+            torch.testing.assert_close(current, saved, rtol=0, atol=0, equal_nan=True)
+        except AssertionError as error:
+            raise EquivalenceError(f"{run}: {what} {path} was modified\n{error}") from None
+
+
+def check_equivalence(
+    runtime: Callable[..., Any],
+    first_inputs: tuple,
+    second_inputs: tuple,
+    expected_first: Any,
+    expected_second: Any,
+    *,
+    rtol: float,
+    atol: float,
+    outputs_may_be_reused: bool = False,
+) -> EquivalenceReport:
+    """Run the protocol on a prepared ``runtime``; ``expected_*`` are eager's outputs.
+
+    Unless ``outputs_may_be_reused`` (a runtime managing its output tensors may hand out the same
+    buffers again), the outputs of the first run must survive the second run unchanged: a runtime
+    must not return memory it overwrites on the next call.
+    """
+    differences: list[Difference] = []
+
+    def run(name: str, inputs: tuple, expected: Any) -> Any:
+        before = _snapshot(inputs)
+        output = runtime(*inputs)
+        _check_unchanged(inputs, before, "input", name)
+        differences.extend(compare(output, expected, rtol=rtol, atol=atol, run=name))
+        return output
+
+    first_output = run("run 1 (first shape)", first_inputs, expected_first)
+    first_saved = _snapshot(first_output)
+    run("run 2 (second shape)", second_inputs, expected_second)
+    if not outputs_may_be_reused:
+        _check_unchanged(first_output, first_saved, "an output of run 1, still held by the caller,", "run 2 (second shape)")
+    run("run 3 (first shape again)", first_inputs, expected_first)
+    return EquivalenceReport(
+        runs=3,
+        outputs=len(leaves(expected_first)),
+        max_abs=max((d.max_abs for d in differences), default=0.0),
+        max_rel=max((d.max_rel for d in differences), default=0.0),
+    )

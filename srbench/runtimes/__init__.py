@@ -1,0 +1,77 @@
+"""Runtimes: plugins that prepare a model once and then run it, compared side by side by suites.
+
+A runtime is a class registered under the entry-point group ``srbench.runtimes``. Constructing it,
+``Runtime(model, example_inputs, options)``, is the prepare step (scripting, capturing, planning
+memory); calling it, ``runtime(*inputs)``, runs the prepared model and returns what the model
+returns. A runtime that cannot handle a model or an option raises :class:`UnsupportedRuntime`
+with the reason, which suites report as an expected failure rather than an error.
+
+Class attributes tell the suite loader which axes of a sweep matter to a runtime, so that a
+sweep over planners does not multiply the eager cases (see ``srbench.suites.expand``):
+``honours`` names the :class:`RuntimeOptions` fields besides ``threads`` and ``device`` that the
+runtime reads, and ``devices`` the devices it can run on. ``slow`` marks runtimes whose prepare
+step is slow (compilation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from srbench.registry import Registry
+
+RUNTIMES = Registry("srbench.runtimes", "runtime")
+
+# Options only a runtime with its own memory planning reads; the others ignore them.
+MEMORY_OPTIONS = ("planner", "enable_out_variant", "cleanup_activations", "manage_output_tensors")
+
+
+class UnsupportedRuntime(RuntimeError):
+    """This runtime cannot run this model or option combination; the message says why."""
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """Everything a case tells its runtime. ``threads`` is the intra-op thread count
+    (``torch.set_num_threads``) the case runs under; ``device`` is where model and inputs live."""
+
+    planner: str = "greedy_by_size"
+    enable_out_variant: bool = True
+    cleanup_activations: bool = True
+    manage_output_tensors: bool = False
+    threads: int = 1
+    device: str = "cpu"
+
+
+class Runtime(Protocol):
+    honours: ClassVar[tuple[str, ...]]
+    devices: ClassVar[tuple[str, ...]]
+    slow: ClassVar[bool]
+
+    def __init__(self, model: Any, example_inputs: tuple, options: RuntimeOptions) -> None: ...
+
+    def __call__(self, *inputs: Any) -> Any: ...
+
+
+def runtime_names() -> list[str]:
+    return RUNTIMES.names()
+
+
+def get_runtime(name: str) -> type[Runtime]:
+    """The runtime class registered as ``name``; unknown names fail with the nearest ones."""
+    return RUNTIMES.load(name)
+
+
+@contextmanager
+def intra_op_threads(threads: int) -> Iterator[None]:
+    """Run the body with ``threads`` intra-op threads, restoring the previous count after."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

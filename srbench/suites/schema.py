@@ -1,0 +1,140 @@
+"""The JSON Schema of a suite file, and validation that turns schema violations into
+:class:`SuiteError` messages a person can act on (key path, what was expected, nearest key)."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Sequence
+from typing import Any
+
+import jsonschema
+
+from srbench.registry import nearest
+from srbench.suites.spec import SuiteError
+
+_NAME_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True}
+_BOOL_AXIS = {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "uniqueItems": True}
+
+
+def _one_or_many(item: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [item, {"type": "array", "items": item, "minItems": 1}]}
+
+
+_RULE_VALUES: dict[str, dict[str, Any]] = {
+    "model": {"type": "string"},
+    "provider": {"type": "string"},
+    "family": {"type": "string"},
+    "runtime": {"type": "string"},
+    "planner": {"type": "string"},
+    "threads": {"type": "integer", "minimum": 1},
+    "cleanup_activations": {"type": "boolean"},
+    "enable_out_variant": {"type": "boolean"},
+    "manage_output_tensors": {"type": "boolean"},
+    "device": {"enum": ["cpu", "cuda"]},
+    "batch": {"type": ["integer", "null"], "minimum": 1},
+}
+
+SUITE_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "srbench suite",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["axes"],
+    "properties": {
+        "description": {"type": "string"},
+        "axes": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["models", "runtimes"],
+            "properties": {
+                "models": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "minProperties": 1,
+                    "properties": {
+                        "all": {"type": "boolean"},
+                        "names": _NAME_LIST,
+                        "providers": _NAME_LIST,
+                        "families": _NAME_LIST,
+                        "exclude": _NAME_LIST,
+                    },
+                },
+                "runtimes": _NAME_LIST,
+                "planners": _NAME_LIST,
+                "threads": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "uniqueItems": True},
+                "cleanup_activations": _BOOL_AXIS,
+                "enable_out_variant": _BOOL_AXIS,
+                "manage_output_tensors": _BOOL_AXIS,
+                "devices": {"type": "array", "items": {"enum": ["cpu", "cuda"]}, "minItems": 1, "uniqueItems": True},
+                "batch": {
+                    "type": "array",
+                    "items": {"type": ["integer", "null"], "minimum": 1},
+                    "minItems": 1,
+                    "uniqueItems": True,
+                },
+            },
+        },
+        "tolerance": {
+            "type": "object",
+            "additionalProperties": False,
+            "minProperties": 1,
+            "properties": {"rtol": {"type": "number", "minimum": 0}, "atol": {"type": "number", "minimum": 0}},
+        },
+        "repetitions": {"type": "integer", "minimum": 1},
+        "slow": {"type": "boolean"},
+        "exclude": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "minProperties": 1,
+                "properties": {key: _one_or_many(value) for key, value in _RULE_VALUES.items()},
+            },
+        },
+    },
+}
+
+_VALIDATOR = jsonschema.Draft202012Validator(SUITE_SCHEMA)
+
+
+def key_path(parts: Sequence[str | int]) -> str:
+    """``("axes", "planners", 2)`` -> ``"axes.planners[2]"``."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _expected(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return "one of " + ", ".join(map(repr, schema["enum"]))
+    kind = schema["type"]
+    return " or ".join(kind) if isinstance(kind, list) else kind
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        hints = []
+        for key in unknown:
+            close = nearest(str(key), allowed)
+            hints.append(f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        return f"{'; '.join(hints)}; expected only these keys: {', '.join(allowed)}"
+    if error.validator == "required":
+        return f"{error.message}; expected keys: {', '.join(error.validator_value)}"
+    if error.validator in ("type", "enum"):
+        return f"expected {_expected(error.schema)}, got {type(error.instance).__name__} {error.instance!r}"
+    if error.validator == "anyOf":
+        return f"expected {_expected(error.validator_value[0])} or a list of them, got {error.instance!r}"
+    if error.validator == "minProperties":
+        return f"expected at least one of the keys {', '.join(sorted(error.schema.get('properties', {})))}"
+    return error.message
+
+
+def validate_document(document: Any, path: str | pathlib.Path) -> None:
+    """Raise :class:`SuiteError` for the most relevant schema violation of ``document``
+    (jsonschema's ``best_match``: the shallowest, most specific one)."""
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(document))
+    if error is not None:
+        raise SuiteError(path, key_path(list(error.absolute_path)), _describe(error))
