@@ -58,6 +58,8 @@ def test_every_plan_validates_and_respects_the_bounds(name, records):
 def test_planning_is_deterministic(name, records):
     first = plan_with(name, records).plan
     second = plan_with(name, list(records)).plan
+    if "time_limit" in OPTIONS.get(name, {}) and not (first.proven_optimal and second.proven_optimal):
+        return  # a search cut short by the clock may stop at different points; nothing to compare
     assert dict(first.offsets) == dict(second.offsets)
     assert first.total_bytes == second.total_bytes
 
