@@ -1,0 +1,129 @@
+"""Tensor usage records in MiniMalloc's CSV format, so planners run on published instances.
+
+MiniMalloc (google/minimalloc) and the benchmarks published with it describe one buffer per row
+as ``id,lower,upper,size``: the buffer is alive over the half-open interval ``[lower, upper)``.
+srbench's records use inclusive lifetimes, so ``first = lower`` and ``last = upper - 1``. Columns
+are found by the header, in any order; MiniMalloc's solution files add an ``offset`` column,
+which is accepted and ignored (records say what must be placed, not where). Any other column
+(``alignment``, ``gaps``) changes the problem in ways srbench's records cannot express and is
+rejected rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from srbench.memory.records import RecordError, TensorUsageRecord, check_records
+
+REQUIRED_COLUMNS = ("id", "lower", "upper", "size")
+IGNORED_COLUMNS = ("offset",)
+
+
+class MiniMallocCsvError(RecordError):
+    """A MiniMalloc CSV file that cannot be read as records; the message names file and line."""
+
+
+def _parse_int(text: str, column: str, where: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise MiniMallocCsvError(f"{where}: column {column!r} must be an integer, got {text!r}") from None
+
+
+def read_records(path: str | os.PathLike[str]) -> list[TensorUsageRecord]:
+    """Read the buffers of a MiniMalloc CSV file as records (``last = upper - 1``).
+
+    Raises :class:`MiniMallocCsvError` naming the file and line of the first malformed row:
+    a missing or unknown column, a non-integer field, an empty or inverted interval, a negative
+    size, or a duplicate id.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise MiniMallocCsvError(f"{path}: cannot read MiniMalloc CSV: {error.strerror or error}") from error
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None:
+        raise MiniMallocCsvError(f"{path}: empty file, expected a header line {','.join(REQUIRED_COLUMNS)}")
+    columns = [name.strip().lower() for name in header]
+    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
+    unknown = [name for name in columns if name not in REQUIRED_COLUMNS + IGNORED_COLUMNS]
+    if missing or unknown or len(set(columns)) != len(columns):
+        raise MiniMallocCsvError(
+            f"{path}:1: header {','.join(header)!r} is not a MiniMalloc header; expected the columns "
+            f"{','.join(REQUIRED_COLUMNS)} (optionally offset)"
+            + (f", missing {missing}" if missing else "")
+            + (f", unknown {unknown}" if unknown else "")
+        )
+    index = {name: columns.index(name) for name in REQUIRED_COLUMNS}
+    records: list[TensorUsageRecord] = []
+    seen: dict[str, int] = {}
+    for row in reader:
+        line = reader.line_num
+        where = f"{path}:{line}"
+        if not row or all(not field.strip() for field in row):
+            continue
+        if len(row) != len(columns):
+            raise MiniMallocCsvError(f"{where}: expected {len(columns)} fields ({','.join(columns)}), got {len(row)}")
+        buffer_id = row[index["id"]].strip()
+        if not buffer_id:
+            raise MiniMallocCsvError(f"{where}: empty id")
+        lower = _parse_int(row[index["lower"]], "lower", where)
+        upper = _parse_int(row[index["upper"]], "upper", where)
+        size = _parse_int(row[index["size"]], "size", where)
+        if lower < 0:
+            raise MiniMallocCsvError(f"{where}: buffer {buffer_id!r} has negative lower {lower}")
+        if upper <= lower:
+            raise MiniMallocCsvError(
+                f"{where}: buffer {buffer_id!r} has an empty or inverted lifetime [{lower}, {upper}); "
+                "expected lower < upper"
+            )
+        if size < 0:
+            raise MiniMallocCsvError(f"{where}: buffer {buffer_id!r} has negative size {size}")
+        if buffer_id in seen:
+            raise MiniMallocCsvError(f"{where}: duplicate id {buffer_id!r} (first on line {seen[buffer_id]})")
+        seen[buffer_id] = line
+        records.append(TensorUsageRecord(id=buffer_id, first=lower, last=upper - 1, size=size))
+    return records
+
+
+def write_records(records: Iterable[TensorUsageRecord], path: str | os.PathLike[str]) -> None:
+    """Write records as MiniMalloc CSV (``upper = last + 1``), atomically.
+
+    The file is written to a temporary file in the same folder and moved into place with
+    :func:`os.replace`, so a reader never sees half a file and a failure leaves the old one.
+    """
+    records = list(records)
+    check_records(records)
+    path = Path(path)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(REQUIRED_COLUMNS)
+    for record in records:
+        writer.writerow((record.id, record.first, record.last + 1, record.size))
+    atomic_write_text(path, buffer.getvalue())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one step (temporary file in the same folder + os.replace)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` in one step (temporary file in the same folder + os.replace)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -1,0 +1,191 @@
+"""The exact planner: the smallest slab for a set of records, proven when time allows.
+
+It starts from greedy by size, so it never returns a larger plan, then searches for smaller
+ones with the depth-first search of :mod:`srbench.planners._exact_search` (MiniMalloc's method,
+compiled with numba). That search answers a decision question, "does everything fit within C
+bytes?", and prunes well only when C is tight, so this driver asks it at the lower bound first
+and steps up from there: capacities on a ladder between the best proven bound and the best plan
+so far, each searched with three static orders, all interleaved under one wall-clock limit with
+the lower capacities given more nodes. A search that finishes without a packing proves that no
+total up to its capacity exists; one that finds a packing lowers the best plan.
+
+``proven_optimal`` is True only when the best plan's total equals a proven bound (the lower
+bound, or one more than a capacity proven infeasible). Otherwise ``notes`` say how far apart
+the plan and the proven bound are (``gap``), so a time-limited answer is never mistaken for an
+optimum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord, lower_bound
+from srbench.planners import greedy_by_size
+from srbench.planners._exact_search import (
+    EXHAUSTED,
+    FOUND,
+    PREORDERINGS,
+    Partition,
+    SearchState,
+    partitions,
+)
+from srbench.planners._placement import make_plan
+
+NAME = "exact"
+DEFAULT_TIME_LIMIT = 60.0
+# Where the capacities of one ladder sit between the proven bound and the best plan, in 1/32nds
+# of the gap: the bound itself (most graphs have a packing there, and only tight capacities
+# prune well), a few just above it, and a few just below the best plan (easy improvements).
+LADDER_STEPS = (0, 1, 4, 8, 16, 24, 28)
+LADDER_DENOMINATOR = 32
+# Work (nodes entered plus placements tried) each capacity and order gets in the first round;
+# doubled every round. Tight capacities cost more per unit, loose ones find packings quickly.
+FIRST_ROUND_WORK = 4096
+# Wall-clock seconds one call into the compiled search aims at, so the time limit is kept.
+SLICE_SECONDS = 0.02
+
+
+@dataclass
+class _Incumbent:
+    """The best packing known for one partition (from greedy, then from the search)."""
+
+    total: int
+    offsets: np.ndarray
+
+
+@dataclass
+class _Attempt:
+    """The search for a packing within ``capacity``: one resumable search per partition and order."""
+
+    capacity: int
+    states: dict[int, list[SearchState]] = field(default_factory=dict)
+
+
+class _Minimizer:
+    def __init__(self, parts: list[Partition], incumbents: list[_Incumbent], bound: int, alignment: int, deadline: float):
+        self.parts = parts
+        self.incumbents = incumbents
+        self.proven = bound  # no packing smaller than this exists
+        self.alignment = alignment
+        self.deadline = deadline
+        self.nodes = 0
+        self.slice_nodes = 1024
+
+    @property
+    def best(self) -> int:
+        return max((incumbent.total for incumbent in self.incumbents), default=0)
+
+    def out_of_time(self) -> bool:
+        return time.perf_counter() >= self.deadline
+
+    def ladder(self) -> list[int]:
+        """Capacities to search between the proven bound and the best plan, lowest first."""
+        gap = self.best - self.proven
+        capacities = {self.proven + gap * numerator // LADDER_DENOMINATOR for numerator in LADDER_STEPS}
+        return sorted(capacity for capacity in capacities if capacity < self.best)
+
+    def solve(self) -> None:
+        attempts: list[_Attempt] = []
+        built_for = None
+        round_work = FIRST_ROUND_WORK
+        while self.best > self.proven and not self.out_of_time():
+            if built_for != (self.proven, self.best):
+                # Rebuilt whenever the bounds move; a search already under way at a capacity
+                # still on the ladder (usually the proven bound) keeps its progress.
+                kept = {attempt.capacity: attempt for attempt in attempts}
+                attempts = [kept.get(capacity) or _Attempt(capacity) for capacity in self.ladder()]
+                built_for = (self.proven, self.best)
+            for attempt in attempts:
+                if not self.proven <= attempt.capacity < self.best:
+                    continue
+                if self.advance(attempt, round_work) == EXHAUSTED:
+                    self.proven = max(self.proven, attempt.capacity + 1)
+                if self.best <= self.proven or self.out_of_time():
+                    return
+            round_work *= 2
+
+    def advance(self, attempt: _Attempt, budget: int) -> int | None:
+        """Search ``attempt`` a little further; EXHAUSTED if it proved the capacity infeasible,
+        FOUND once every partition fits, None while undecided."""
+        for index, part in enumerate(self.parts):
+            if self.incumbents[index].total <= attempt.capacity:
+                continue
+            states = attempt.states.setdefault(
+                index, [SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS]
+            )
+            for state in states:
+                status = self.run(state, budget)
+                if status == EXHAUSTED:
+                    return EXHAUSTED
+                if status == FOUND:
+                    offsets = state.offsets()
+                    self.incumbents[index] = _Incumbent(int((offsets + part.size).max()), offsets)
+                    break
+                if self.out_of_time():
+                    return None
+            if self.incumbents[index].total > attempt.capacity:
+                return None
+        return FOUND
+
+    def run(self, state: SearchState, budget: int) -> int:
+        """Run ``state`` for ``budget`` nodes in slices short enough to keep the deadline."""
+        status = state.status
+        while budget > 0 and not state.done and not self.out_of_time():
+            nodes = min(budget, self.slice_nodes)
+            before, started = state.nodes, time.perf_counter()
+            status = state.run(nodes)
+            elapsed = time.perf_counter() - started
+            budget -= nodes
+            self.nodes += state.nodes - before
+            if elapsed > 0:
+                self.slice_nodes = int(min(max(self.slice_nodes * SLICE_SECONDS / elapsed, 64), 1 << 22))
+        return status
+
+
+def plan(
+    records: Sequence[TensorUsageRecord],
+    *,
+    alignment: int = DEFAULT_ALIGNMENT,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+) -> MemoryPlan:
+    """The smallest total found within ``time_limit`` seconds, never more than greedy by size's."""
+    if not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool) or not time_limit > 0:
+        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    started = time.perf_counter()
+    deadline = started + time_limit
+    records = list(records)
+    start = greedy_by_size.plan(records, alignment=alignment)
+    bound = lower_bound(records)
+    placed = [record for record in records if record.size]
+    parts = partitions([r.first for r in placed], [r.last for r in placed], [r.size for r in placed])
+    incumbents = []
+    for part in parts:
+        offsets = np.array([start.offsets[placed[i].id] for i in part.buffer_ids], dtype=np.int64)
+        incumbents.append(_Incumbent(int((offsets + part.size).max()), offsets))
+    minimizer = _Minimizer(parts, incumbents, bound, alignment, deadline)
+    minimizer.solve()
+    offsets = {
+        placed[buffer].id: int(offset)
+        for part, incumbent in zip(parts, minimizer.incumbents)
+        for buffer, offset in zip(part.buffer_ids, incumbent.offsets)
+    }
+    best, proven = minimizer.best, minimizer.proven
+    result = make_plan(
+        NAME,
+        records,
+        offsets,
+        lower_bound=bound,
+        proven_lower_bound=min(proven, best),
+        gap=(best - proven) / proven if proven and best > proven else 0.0,
+        start_total=start.total_bytes,
+        nodes=minimizer.nodes,
+        seconds=round(time.perf_counter() - started, 3),
+        stopped="optimal" if best <= proven else "time limit",
+        time_limit=time_limit,
+    )
+    return dataclasses.replace(result, proven_optimal=best <= proven)
