@@ -215,3 +215,13 @@ def test_plan_memory_runs_every_heuristic_through_the_validator(name):
     assert result.lower_bound == 256
     assert result.plan.total_bytes / 256 == pytest.approx(result.ratio_to_lower_bound)
     assert result.seconds >= 0
+
+
+@pytest.mark.parametrize("name", HEURISTICS)
+def test_steps_beyond_int64_are_planned(name):
+    # Record files may number steps with arbitrarily large integers; nothing may wrap around.
+    base = 2**70
+    records = [rec("a", base, base + 1, 64), rec("b", base + 1, base + 2, 64), rec("c", base + 2, base + 3, 64)]
+    plan = HEURISTICS[name](records)
+    validate_plan(records, plan)
+    assert plan.total_bytes == (192 if name == "naive" else 128)

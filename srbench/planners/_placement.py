@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from srbench.memory.records import MAX_SLAB_BYTES, MemoryPlan, TensorUsageRecord, align_up
+from srbench.memory.records import MemoryPlan, TensorUsageRecord, align_up
 
 SortKey = Callable[[TensorUsageRecord], tuple]
 
@@ -71,43 +71,42 @@ def place_best_fit(ordered: Sequence[TensorUsageRecord], alignment: int) -> dict
     The record goes into the smallest gap that holds it (the lowest such gap on a tie), or after
     the furthest-ending overlapping record when none does.
 
-    Placed records sit in numpy arrays in placement order, so finding the ones that overlap in
-    time is one vectorised mask per record, and only those few are sorted by offset (stable, so
-    equal offsets keep placement order): 10,000 records plan in a fraction of a second, where a
+    The placed records' lifetimes sit in numpy arrays, so finding the ones that overlap a record
+    is one vectorised mask; the few it finds (tens, on inference graphs) are sorted and walked in
+    plain Python, which beats numpy's per-call overhead on such short lists. Offsets stay Python
+    integers, so sums cannot overflow. 10,000 records plan in a fraction of a second, where a
     Python scan over every placed pair would take tens of seconds.
     """
     candidates = [r for r in ordered if r.size]
-    sizes = [footprint(r, alignment) for r in candidates]
-    # int64 cannot overflow while every end stays below the sum of all footprints; beyond that
-    # (only hand-made records get there) Python integers in object arrays keep the sums exact.
-    dtype = np.int64 if sum(sizes) <= MAX_SLAB_BYTES else object
-    first = np.array([r.first for r in candidates], dtype=np.int64)
-    last = np.array([r.last for r in candidates], dtype=np.int64)
-    starts = np.zeros(len(candidates), dtype=dtype)
-    ends = np.zeros(len(candidates), dtype=dtype)
+    first = int_array([r.first for r in candidates])
+    last = int_array([r.last for r in candidates])
+    placed: list[tuple[int, int]] = []  # (offset, end) by placement index
     offsets: dict[str, int] = {}
-    for placed, (record, size) in enumerate(zip(candidates, sizes)):
-        overlapping = ((first[:placed] <= record.last) & (last[:placed] >= record.first)).nonzero()[0]
-        if overlapping.size:
-            by_offset = overlapping[np.argsort(starts[overlapping], kind="stable")]
-            offset = _best_gap(starts[by_offset], ends[by_offset], size)
-        else:
-            offset = 0
-        starts[placed] = offset
-        ends[placed] = offset + size
+    for index, record in enumerate(candidates):
+        size = footprint(record, alignment)
+        overlapping = ((first[:index] <= record.last) & (last[:index] >= record.first)).nonzero()[0]
+        offset = _best_gap(sorted(placed[j] for j in overlapping.tolist()), size)
+        placed.append((offset, offset + size))
         offsets[record.id] = offset
     return offsets
 
 
-def _best_gap(starts: np.ndarray, ends: np.ndarray, size: int) -> int:
-    """Lowest offset of the smallest gap of at least ``size`` bytes among (non-empty) intervals
-    sorted by start, or the end of the furthest interval when no gap is big enough."""
-    reach = np.maximum.accumulate(ends)
-    gap_starts = np.empty_like(starts)
-    gap_starts[0] = 0
-    gap_starts[1:] = reach[:-1]
-    gaps = starts - gap_starts
-    fitting = (gaps >= size).nonzero()[0]
-    if fitting.size == 0:
-        return int(reach[-1])
-    return int(gap_starts[fitting[np.argmin(gaps[fitting])]])
+def _best_gap(intervals: Iterable[tuple[int, int]], size: int) -> int:
+    """Lowest offset of the smallest gap of at least ``size`` bytes among ``(start, end)``
+    intervals sorted by start, or the end of the furthest interval when no gap is big enough."""
+    best_gap = best_offset = None
+    reach = 0
+    for start, end in intervals:
+        gap = start - reach
+        if gap >= size and (best_gap is None or gap < best_gap):
+            best_gap, best_offset = gap, reach
+        reach = max(reach, end)
+    return reach if best_offset is None else best_offset
+
+
+def int_array(values: list[int]) -> np.ndarray:
+    """int64 when the values fit (always, for real graphs), else Python integers."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        return np.array(values, dtype=object)

@@ -24,6 +24,7 @@ from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRec
 from srbench.planners._placement import (
     DEFAULT_TIE_BREAK,
     TIE_BREAKS,
+    int_array,
     make_plan,
     place_best_fit,
     tie_break_key,
@@ -51,11 +52,11 @@ def widest_operator_rank(records: Sequence[TensorUsageRecord]) -> np.ndarray:
     """For each record, the breadth rank (0 = widest) of the widest step within its lifetime."""
     if not records:
         return np.zeros(0, dtype=np.int64)
-    first = np.array([r.first for r in records], dtype=np.int64)
-    last = np.array([r.last for r in records], dtype=np.int64)
+    first = int_array([r.first for r in records])
+    last = int_array([r.last for r in records])
     # Python-int sums: breadths of huge hand-made records must not wrap around.
     size = np.array([r.size for r in records], dtype=object)
-    steps = np.array(sorted({r.first for r in records} | {r.last for r in records}), dtype=np.int64)
+    steps = int_array(sorted({r.first for r in records} | {r.last for r in records}))
     lo = np.searchsorted(steps, first)
     hi = np.searchsorted(steps, last)
     delta = np.zeros(len(steps) + 1, dtype=object)

@@ -35,18 +35,17 @@ def assign_groups(records: Sequence[TensorUsageRecord], reuse: str = "lifo") -> 
         raise ValueError(f"unknown reuse {reuse!r}; expected one of {', '.join(REUSE)}")
     groups: list[list[TensorUsageRecord]] = []
     group_size: list[int] = []
-    free_lifo: list[int] = []
-    free_by_size: list[tuple[int, int]] = []  # sorted (size, group index)
+    free: list[int] | list[tuple[int, int]] = []  # lifo: a stack of groups; best_fit: sorted (size, group)
     busy: list[tuple[int, int, str, int]] = []  # heap of (last, first, id, group index)
     for record in sorted((r for r in records if r.size), key=lambda r: (r.first, -r.size, r.id)):
         while busy and busy[0][0] < record.first:
             group = heapq.heappop(busy)[3]
-            free_lifo.append(group)
-            bisect.insort(free_by_size, (group_size[group], group))
-        if free_lifo:
-            group = free_lifo[-1] if reuse == "lifo" else _best_fit(free_by_size, record.size)
-            free_lifo.remove(group)
-            free_by_size.remove((group_size[group], group))
+            if reuse == "lifo":
+                free.append(group)
+            else:
+                bisect.insort(free, (group_size[group], group))
+        if free:
+            group = free.pop() if reuse == "lifo" else free.pop(_best_fit(free, record.size))[1]
             groups[group].append(record)
             group_size[group] = max(group_size[group], record.size)
         else:
@@ -58,11 +57,12 @@ def assign_groups(records: Sequence[TensorUsageRecord], reuse: str = "lifo") -> 
 
 
 def _best_fit(free_by_size: list[tuple[int, int]], size: int) -> int:
-    """The oldest of the smallest free groups holding ``size``, else the oldest of the largest."""
+    """Index in ``free_by_size`` of the oldest of the smallest groups holding ``size``, else of
+    the oldest of the largest groups."""
     where = bisect.bisect_left(free_by_size, (size, -1))
     if where == len(free_by_size):
         where = bisect.bisect_left(free_by_size, (free_by_size[-1][0], -1))
-    return free_by_size[where][1]
+    return where
 
 
 def plan(
