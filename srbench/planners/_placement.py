@@ -22,7 +22,7 @@ from srbench.memory.records import MemoryPlan, TensorUsageRecord, align_up
 SortKey = Callable[[TensorUsageRecord], tuple]
 
 # How records of equal size are ordered by the greedy planners. The ARCHITECTURE notes measured
-# MobileNetV2 and ResNet-50 flipping between 1.0x and ~1.4x the lower bound on this choice alone,
+# MobileNetV2 and ResNet-50 flipping between 1.000x and 1.33-1.49x the lower bound on this choice,
 # so it is a named, documented option rather than an accident of sorting.
 TIE_BREAKS: dict[str, SortKey] = {
     # Equal sizes in order of first use (then last use): the order the graph produces them.
