@@ -7,7 +7,8 @@ import torch
 
 from srbench.zoo import load_zoo
 from srbench_models.builtin import provider
-from srbench_models.builtin.blocks import calibrate_batch_norm, mlp_stack
+from srbench_models.builtin.blocks import mlp_stack
+from srbench_models.calibration import calibrate_batch_norm
 
 BUILTIN = {
     "resnet18", "resnet50", "mobilenet_v2", "bert_encoder", "gpt_decoder", "lstm_lm", "dlrm", "deep_and_wide", "mlp",

@@ -3,12 +3,14 @@ captures with torch.export into a graph that computes what eager does (within th
 
 from __future__ import annotations
 
+from functools import cache
+
 import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
 from srbench.graph import capture
-from srbench.zoo import FAMILIES, load_zoo
+from srbench.zoo import FAMILIES, ModelCase, load_zoo
 
 CASES = sorted(load_zoo().cases.values(), key=lambda case: case.name)
 
@@ -16,6 +18,22 @@ CASES = sorted(load_zoo().cases.values(), key=lambda case: case.name)
 def run_eager(model: torch.nn.Module, inputs: tuple) -> list[torch.Tensor]:
     with torch.no_grad():
         return tree_leaves(model(*inputs))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: the CI machine has two cores shared with other jobs, and oversubscribed
+    OpenMP threads make these small models many times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@cache
+def built(case: ModelCase) -> torch.nn.Module:
+    """One instance per case for the whole module (building the CNNs calibrates them: not free)."""
+    return case.model()
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)
@@ -31,8 +49,8 @@ def test_case_metadata_is_complete(case):
 
 
 def test_case_runs_eagerly_on_both_shapes_and_is_deterministic(case):
-    first, second = case.model(), case.model()
-    assert not first.training
+    first, second = built(case), case.model()
+    assert not first.training and not second.training
     for name, tensor in first.state_dict().items():
         assert torch.equal(tensor, second.state_dict()[name]), f"{case.name}: {name} differs between two builds"
     shapes = [case.example_inputs(0), case.example_inputs(1)]
@@ -48,7 +66,7 @@ def test_case_runs_eagerly_on_both_shapes_and_is_deterministic(case):
 
 
 def test_case_captures_with_torch_export(case):
-    model, inputs = case.model(), case.example_inputs(0)
+    model, inputs = built(case), case.example_inputs(0)
     captured = capture(model, inputs, name=case.name)
     assert any(node.op == "call_function" for node in captured.graph.nodes)
     expected = run_eager(model, inputs)
@@ -61,6 +79,6 @@ def test_case_captures_with_torch_export(case):
 
 def test_parameter_count_matches_a_real_build(case):
     """Counting on the meta device gives what the real model has."""
-    assert case.parameter_count() == sum(p.numel() for p in case.model().parameters())
+    assert case.parameter_count() == sum(p.numel() for p in built(case).parameters())
     if case.published_parameters is not None:
         assert case.parameter_count() == case.published_parameters

@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from srbench_models.builtin.blocks import ConvBNAct, builtin_case, calibrated
+from srbench_models.builtin.blocks import ConvBNAct, builtin_case
+from srbench_models.calibration import calibrated
 from srbench_models.inputs import images
 
 # (expansion t, output channels c, repeats n, first stride s), as in the paper's Table 2.

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from srbench_models.builtin.blocks import builtin_case, calibrated
+from srbench_models.builtin.blocks import builtin_case
+from srbench_models.calibration import calibrated
 from srbench_models.inputs import images
 
 
