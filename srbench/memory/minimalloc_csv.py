@@ -14,10 +14,10 @@ from __future__ import annotations
 import csv
 import io
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from srbench.asv_tracking.atomic_json import atomic_write_text
 from srbench.memory.records import RecordError, TensorUsageRecord, check_records
 
 REQUIRED_COLUMNS = ("id", "lower", "upper", "size")
@@ -108,22 +108,3 @@ def write_records(records: Iterable[TensorUsageRecord], path: str | os.PathLike[
     for record in records:
         writer.writerow((record.id, record.first, record.last + 1, record.size))
     atomic_write_text(path, buffer.getvalue())
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step (temporary file in the same folder + os.replace)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` in one step (temporary file in the same folder + os.replace)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
