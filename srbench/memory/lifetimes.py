@@ -134,8 +134,9 @@ def _output_nodes(value: object) -> Iterator[torch.fx.Node]:
 class _Analysis:
     """One pass over the graph in order; the public entry point is :func:`analyze_lifetimes`."""
 
-    def __init__(self, graph: torch.fx.Graph, alignment: int):
+    def __init__(self, graph: torch.fx.Graph, alignment: int, aliases: Mapping[str, str]):
         self.alignment = alignment
+        self.aliases = aliases
         self.nodes = list(graph.nodes)
         self.step = {node: index for index, node in enumerate(self.nodes)}
         self.storage_of: dict[str, str] = {}
@@ -171,7 +172,12 @@ class _Analysis:
             return
         if node.op != "call_function":
             raise LifetimeError(f"node {node.name!r}: unsupported fx op {node.op!r} (expected an ATen graph)")
-        if node.target is operator.getitem:
+        if node.name in self.aliases:
+            base = self.aliases[node.name]
+            if base not in self.storage_of:
+                raise LifetimeError(f"node {node.name!r} is said to alias {base!r}, which is not an earlier tensor node")
+            self.storage_of[node.name] = self.storage_of[base]
+        elif node.target is operator.getitem:
             self._visit_getitem(node)
         elif isinstance(node.target, torch._ops.OpOverload):
             self._visit_op(node, node.target._schema)
@@ -269,9 +275,16 @@ class _Analysis:
         )
 
 
-def analyze_lifetimes(graph: torch.fx.Graph, *, alignment: int = DEFAULT_ALIGNMENT) -> LifetimeAnalysis:
-    """Records of every storage ``graph`` allocates; see the module docstring for the rules."""
-    analysis = _Analysis(graph, alignment)
+def analyze_lifetimes(
+    graph: torch.fx.Graph, *, alignment: int = DEFAULT_ALIGNMENT, aliases: Mapping[str, str] | None = None
+) -> LifetimeAnalysis:
+    """Records of every storage ``graph`` allocates; see the module docstring for the rules.
+
+    ``aliases`` maps node names to the argument node each returns as is although its schema
+    says it allocates (``dropout`` in eval mode returns its input); a runtime that observed this
+    on real values passes it so those nodes count as views.
+    """
+    analysis = _Analysis(graph, alignment, aliases or {})
     for node in analysis.nodes:
         analysis.visit(node)
         analysis.use(node)

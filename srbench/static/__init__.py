@@ -1,0 +1,27 @@
+"""srbench's static runtime: captured graphs run with out variants in one planned slab.
+
+``StaticModule(model, example_inputs, StaticOptions(...))`` prepares a model once (shared,
+read-only); ``module.runtime()`` gives a per-thread :class:`StaticRuntime` whose ``run(*inputs)``
+returns what the model returns. :class:`RuntimePool` hands one runtime per thread.
+"""
+
+from srbench.static.errors import InputSignatureError, UnsupportedOpError
+from srbench.static.module import StaticModule
+from srbench.static.options import StaticOptions
+from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry, register_out_variant
+from srbench.static.pool import RuntimePool
+from srbench.static.profile import OpProfile
+from srbench.static.runtime import StaticRuntime
+
+__all__ = [
+    "OUT_VARIANTS",
+    "InputSignatureError",
+    "OpProfile",
+    "OutVariantRegistry",
+    "RuntimePool",
+    "StaticModule",
+    "StaticOptions",
+    "StaticRuntime",
+    "UnsupportedOpError",
+    "register_out_variant",
+]

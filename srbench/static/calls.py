@@ -1,0 +1,109 @@
+"""How one node is called: the callable chosen at prepare time and the arguments it gets.
+
+A :class:`Call` is the single description both the prepare-time probe (which runs it on real
+example values to check it) and the code generator (which writes it as one line of Python) read,
+so what was checked is exactly what runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+# Where the fast Python bindings of ATen ops live; checked in this order.
+_BINDING_NAMESPACES: tuple[tuple[str, Any], ...] = (
+    ("torch", torch._C._VariableFunctions),
+    ("torch._C._nn", torch._C._nn),
+    ("torch._C._linalg", torch._C._linalg),
+    ("torch._C._special", torch._C._special),
+    ("torch._C._fft", torch._C._fft),
+)
+
+
+@dataclass(frozen=True)
+class Const:
+    """A value fixed at prepare time (a transposed weight, say), bound as a constant of the code."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Call:
+    """``fn(*args, **kwargs)`` plus, for out variants, where the result buffers go.
+
+    ``args``/``kwargs`` hold graph nodes, :class:`Const` values and plain literals. ``out`` is
+    ``None`` (the call allocates its result), ``"out"`` (a binding's ``out=``: one tensor, or a
+    tuple for a multi-output op), or a tuple of keyword names, one per result (an ATen ``.out``
+    overload such as ``topk.values(..., values=, indices=)``).
+    """
+
+    label: str
+    fn: Callable[..., Any]
+    args: tuple
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    out: str | tuple[str, ...] | None = None
+
+
+def packet_name(op: torch._ops.OpOverload) -> str:
+    return op._schema.name.split("::", 1)[1]
+
+
+def op_kind(target: object) -> str:
+    """The node kind used in profiles: ``aten::addmm`` for an op, the function's name otherwise."""
+    if isinstance(target, torch._ops.OpOverload):
+        return target._schema.name
+    return getattr(target, "__name__", repr(target))
+
+
+def function_binding(op: torch._ops.OpOverload) -> tuple[str, Callable[..., Any]] | None:
+    """The C binding of an ATen op (``torch.addmm``, ``torch._C._nn.linear``), if it has one.
+
+    Only builtins count: ``torch.split`` and friends are Python wrappers with other signatures.
+    """
+    if op.namespace != "aten":
+        return None
+    name = packet_name(op)
+    for label, namespace in _BINDING_NAMESPACES:
+        fn = getattr(namespace, name, None)
+        if fn is not None and type(fn).__name__ == "builtin_function_or_method":
+            return f"{label}.{name}", fn
+    return None
+
+
+def method_binding(op: torch._ops.OpOverload) -> tuple[str, Callable[..., Any]] | None:
+    """The C method of ``Tensor`` for an ATen op (``Tensor.view``, ``Tensor.add_``), if any."""
+    if op.namespace != "aten":
+        return None
+    name = packet_name(op)
+    fn = torch._C.TensorBase.__dict__.get(name)
+    if fn is not None and type(fn).__name__ == "method_descriptor":
+        return f"Tensor.{name}", fn
+    return None
+
+
+def materialize(value: Any, env: Mapping[str, Any]) -> Any:
+    """Replace graph nodes by their values in ``env`` and constants by what they hold."""
+    if isinstance(value, torch.fx.Node):
+        return env[value.name]
+    if isinstance(value, Const):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return type(value)(materialize(item, env) for item in value)
+    if isinstance(value, dict):
+        return {key: materialize(item, env) for key, item in value.items()}
+    return value
+
+
+def invoke(call: Call, env: Mapping[str, Any], outs: tuple[torch.Tensor, ...] = ()) -> Any:
+    """Run ``call`` on real values (the probe does this; generated code does the same inline)."""
+    args = materialize(call.args, env)
+    kwargs = dict(materialize(dict(call.kwargs), env))
+    if call.out == "out":
+        kwargs["out"] = outs[0] if len(outs) == 1 else tuple(outs)
+    elif call.out is not None:
+        kwargs.update(zip(call.out, outs))
+    return call.fn(*args, **kwargs)

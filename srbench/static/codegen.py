@@ -1,0 +1,368 @@
+"""Straight-line Python for a prepared graph: one line per op that does work, nothing else.
+
+Per-node dispatch (an interpreter loop looking up what to do) costs more than many small ops
+take, so, as ``torch.fx`` does, the prepared graph is written out as the source of one function
+and compiled once. Every callable, constant and managed tensor is a global of that function,
+bound when a runtime is created: the generated code does no lookups beyond those, calls the C
+bindings (``torch.addmm(..., out=_m_addmm)``) directly, and deletes unmanaged intermediates after
+their last use so memory is returned as eagerly as in eager mode. Views of constant or managed
+tensors are not in the code at all: they are made once per runtime (*static views*).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+from torch.utils import _pytree as pytree
+
+from srbench.static.calls import Call, Const
+
+_INDENT = "        "
+
+
+@dataclass(frozen=True)
+class TimedNode:
+    """One timing slot of the profiling variant: a node that runs code, its kind and how."""
+
+    node: str
+    kind: str
+    how: str  # "out", "native", "fallback"
+
+
+@dataclass(frozen=True)
+class StaticView:
+    """A view made once per runtime: ``call`` evaluated on the static values, stored as ``name``."""
+
+    node: str
+    name: str
+    call: Call
+
+
+@dataclass(frozen=True)
+class Program:
+    """Generated code and what it needs bound. ``shared`` globals are the same for every runtime
+    (callables, constants, parameters); ``managed_globals`` names managed tensors (global name ->
+    storage id) and ``static_views`` the views each runtime makes once. ``static_nodes`` maps
+    every node whose value is fixed per runtime to the global that holds it.
+
+    Three functions are generated from one body: ``forward`` checks its inputs against the
+    prepared signature and hands anything else to the runtime's ``_miss``; ``forward_unchecked``
+    is the same without the check; ``forward_profiled`` adds a timer after every line.
+    """
+
+    source: str
+    shared: Mapping[str, Any]
+    managed_globals: Mapping[str, str]
+    static_views: tuple[StaticView, ...]
+    static_nodes: Mapping[str, str]
+    timed: tuple[TimedNode, ...]
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """The prepared decision for one node: how it runs (``out``, ``out_fresh``, ``native``,
+    ``fallback``, ``skip``), the call, and where results go."""
+
+    node: torch.fx.Node
+    how: str
+    kind: str
+    call: Call | None
+    result_storages: tuple[str | None, ...] = ()
+    inplace_of: str | None = None  # an in-place op's value is the argument node it writes
+    static: bool = False
+
+
+class _Names:
+    """Unique, readable global names."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def fresh(self, stem: str) -> str:
+        stem = "".join(c if c.isalnum() or c == "_" else "_" for c in stem).lstrip("_") or "g"
+        name, n = f"_{stem}", 1
+        while name in self.used:
+            n += 1
+            name = f"_{stem}_{n}"
+        self.used.add(name)
+        return name
+
+
+class CodeWriter:
+    """Writes the forward function of one prepared graph; see the module docstring."""
+
+    def __init__(
+        self,
+        graph: torch.fx.Graph,
+        plans: Sequence[NodePlan],
+        user_inputs: Sequence[str],
+        constants: Mapping[str, Any],
+        out_spec: pytree.TreeSpec,
+        guards: Sequence[tuple[torch.Size, tuple[int, ...], torch.dtype, int]],
+        cleanup_slab_bytes: int | None,
+    ):
+        self.graph = graph
+        self.plans = {plan.node.name: plan for plan in plans}
+        self.order = list(plans)
+        self.user_inputs = list(user_inputs)
+        self.constants = constants
+        self.out_spec = out_spec
+        self.guards = guards
+        self.cleanup_slab_bytes = cleanup_slab_bytes
+        self.names = _Names()
+        self.shared: dict[str, Any] = {}
+        self._constant_names: dict[int, str] = {}
+        self.expr: dict[str, str] = {}
+        self.managed_globals: dict[str, str] = {}
+        self.static_nodes: dict[str, str] = {}
+        self.static_views: list[StaticView] = []
+        self.locals: set[str] = set()
+
+    # -- values ---------------------------------------------------------------------------------
+
+    def constant(self, value: Any, stem: str = "c") -> str:
+        name = self._constant_names.get(id(value))
+        if name is None:
+            name = self._constant_names[id(value)] = self.names.fresh(stem)
+            self.shared[name] = value  # kept alive here, so the id stays unique
+        return name
+
+    def render(self, value: Any) -> str:
+        if isinstance(value, torch.fx.Node):
+            return self.expr[value.name]
+        if isinstance(value, Const):
+            return self.constant(value.value, "k")
+        if value is None or isinstance(value, (bool, int, str)):
+            return repr(value)
+        if isinstance(value, float):
+            return repr(value) if math.isfinite(value) else self.constant(value)
+        if isinstance(value, list):
+            return "[" + ", ".join(self.render(item) for item in value) + "]"
+        if isinstance(value, tuple):
+            return "(" + "".join(self.render(item) + ", " for item in value) + ")"
+        return self.constant(value)
+
+    def managed_name(self, storage: str) -> str:
+        for name, owner in self.managed_globals.items():
+            if owner == storage:
+                return name
+        name = self.names.fresh(f"m_{storage}")
+        self.managed_globals[name] = storage
+        return name
+
+    # -- lines ----------------------------------------------------------------------------------
+
+    def call_text(self, call: Call, outs: Sequence[str] = ()) -> str:
+        fn = self.constant(call.fn, call.label.replace(".", "_"))
+        parts = [self.render(arg) for arg in call.args]
+        parts += [f"{key}={self.render(value)}" for key, value in call.kwargs.items()]
+        if call.out == "out":
+            parts.append(f"out={outs[0]}" if len(outs) == 1 else "out=(" + ", ".join(outs) + ")")
+        elif call.out is not None:
+            parts += [f"{key}={name}" for key, name in zip(call.out, outs)]
+        return f"{fn}({', '.join(parts)})"
+
+    def fresh_buffers(self, plan: NodePlan) -> tuple[list[str], str]:
+        """``out_fresh``: results nobody manages get new tensors of the planned geometry."""
+        meta = plan.node.meta["val"]
+        results = list(meta) if isinstance(meta, (list, tuple)) else [meta]
+        names, lines = [], []
+        empty = self.constant(torch.empty_strided, "empty_strided")
+        for index, fake in enumerate(results):
+            local = f"v_{plan.node.name}_{index}"
+            names.append(local)
+            device = self.constant(fake.device, "device")
+            dtype = self.constant(fake.dtype, "dtype")
+            lines.append(f"{local} = {empty}({tuple(fake.shape)!r}, {fake.stride()!r}, dtype={dtype}, device={device})")
+        return names, "; ".join(lines)
+
+    def node_lines(self, plan: NodePlan) -> list[str]:
+        node = plan.node
+        name = node.name
+        if plan.how == "skip":
+            return []
+        if plan.static:
+            self.expr[name] = self.static_nodes[name]
+            return []
+        if plan.how == "out":
+            outs = [self.managed_name(storage) for storage in plan.result_storages]
+            if len(outs) == 1:
+                self.expr[name] = self.static_nodes[name] = outs[0]
+            return [self.call_text(plan.call, outs)]
+        if plan.how == "out_fresh":
+            outs, allocate = self.fresh_buffers(plan)
+            self.locals.update(outs)
+            local = f"v_{name}"
+            self.locals.add(local)
+            self.expr[name] = local
+            packed = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
+            return [allocate, self.call_text(plan.call, outs), f"{local} = {packed}"]
+        if node.target is operator.getitem:
+            parent, index = node.args
+            if self.plans[parent.name].how == "out":
+                storage = self.plans[parent.name].result_storages[index]
+                self.expr[name] = self.managed_name(storage)
+                self.static_nodes.setdefault(name, self.expr[name])
+                return []
+            local = f"v_{name}"
+            self.locals.add(local)
+            self.expr[name] = local
+            return [f"{local} = {self.expr[parent.name]}[{index}]"]
+        text = self.call_text(plan.call)
+        if plan.inplace_of is not None:
+            self.expr[name] = self.expr[plan.inplace_of]
+            if plan.inplace_of in self.static_nodes:
+                self.static_nodes[name] = self.static_nodes[plan.inplace_of]
+            return [text]
+        local = f"v_{name}"
+        self.locals.add(local)
+        self.expr[name] = local
+        return [f"{local} = {text}"]
+
+    # -- static values --------------------------------------------------------------------------
+
+    def bind_inputs_and_constants(self) -> None:
+        for node in self.graph.nodes:
+            if node.op == "placeholder" and node.name in self.user_inputs:
+                self.expr[node.name] = f"in_{self.user_inputs.index(node.name)}"
+            elif node.op in ("placeholder", "get_attr"):
+                self.expr[node.name] = self.constant(self.constants[node.name], f"p_{node.name}")
+                self.static_nodes[node.name] = self.expr[node.name]
+
+    def plan_static_views(self) -> None:
+        for plan in self.order:
+            if plan.static:
+                global_name = self.names.fresh(f"s_{plan.node.name}")
+                self.static_nodes[plan.node.name] = global_name
+                self.static_views.append(StaticView(plan.node.name, global_name, plan.call))
+
+    # -- the function ---------------------------------------------------------------------------
+
+    def output_expr(self, spec: pytree.TreeSpec, flat: list[str]) -> str:
+        if spec.is_leaf():
+            return flat.pop(0)
+        children = [self.output_expr(child, flat) for child in spec.children()]
+        if spec.type is tuple:
+            return "(" + "".join(child + ", " for child in children) + ")"
+        if spec.type is list:
+            return "[" + ", ".join(children) + "]"
+        if spec.type is dict:
+            return "{" + ", ".join(f"{self.render(key)}: {child}" for key, child in zip(spec.context, children)) + "}"
+        unflatten = self.constant(pytree.tree_unflatten, "tree_unflatten")
+        return f"{unflatten}([{', '.join(children)}], {self.constant(spec, 'out_spec')})"
+
+    def write(self) -> Program:
+        self.bind_inputs_and_constants()
+        self.plan_static_views()
+        body: list[tuple[str | None, list[str]]] = []  # (node timed, lines)
+        for plan in self.order:
+            lines = self.node_lines(plan)
+            if lines:
+                body.append((plan.node.name, lines))
+        output = next(node for node in self.graph.nodes if node.op == "output")
+        flat = [self.render(value) for value in output.args[0]]
+        returned = self.output_expr(self.out_spec, list(flat))
+        body = self._with_deletes(body, set(flat))
+        timed = tuple(
+            TimedNode(name, self.plans[name].kind, self.plans[name].how) for name, _ in body if name is not None
+        )
+        for i, (shape, stride, dtype, device) in enumerate(self.guards):
+            self.shared.update({f"_g{i}_shape": shape, f"_g{i}_stride": stride, f"_g{i}_dtype": dtype, f"_g{i}_device": device})
+        self.shared.setdefault("_is_grad_enabled", torch.is_grad_enabled)
+        self.shared.setdefault("_set_grad_enabled", torch._C._set_grad_enabled)
+        source = "\n".join(
+            self._function(body, returned, name, guard=guard, profile=profile)
+            for name, guard, profile in (
+                ("forward", True, False),
+                ("forward_unchecked", False, False),
+                ("forward_profiled", False, True),
+            )
+        )
+        return Program(
+            source=source,
+            shared=dict(self.shared),
+            managed_globals=dict(self.managed_globals),
+            static_views=tuple(self.static_views),
+            static_nodes=dict(self.static_nodes),
+            timed=timed,
+        )
+
+    def _with_deletes(self, body: list[tuple[str | None, list[str]]], keep: set[str]) -> list[tuple[str | None, list[str]]]:
+        """Append ``del`` of each unmanaged local after the last line that reads it."""
+        last: dict[str, int] = {}
+        for index, (_, lines) in enumerate(body):
+            for line in lines:
+                for token in _identifiers(line):
+                    if token in self.locals:
+                        last[token] = index
+        result = []
+        for index, (name, lines) in enumerate(body):
+            dead = sorted(local for local, at in last.items() if at == index and local not in keep)
+            result.append((name, lines + ([f"del {', '.join(dead)}"] if dead else [])))
+        return result
+
+    def _function(
+        self, body: list[tuple[str | None, list[str]]], returned: str, name: str, *, guard: bool, profile: bool
+    ) -> str:
+        n = len(self.user_inputs)
+        unpack = ", ".join(f"in_{i}" for i in range(n)) + ("," if n == 1 else "")
+        head = [f"def {name}(*args):"]
+        if guard:
+            head += [
+                f"    if len(args) != {n}:",
+                "        return _miss(args)",
+            ]
+        if n:
+            head.append(f"    {unpack} = args")
+        if guard and n:
+            checks = " or ".join(
+                f"in_{i}.shape != _g{i}_shape or in_{i}.stride() != _g{i}_stride or in_{i}.dtype is not _g{i}_dtype "
+                f"or in_{i}.get_device() != _g{i}_device"
+                for i in range(n)
+            )
+            head += [
+                "    try:",
+                f"        if {checks}:",
+                "            return _miss(args)",
+                "    except AttributeError:",
+                "        return _miss(args)",
+            ]
+        head += ["    _grad = _is_grad_enabled()", "    _set_grad_enabled(False)"]
+        lines = []
+        tick = "; ".join(["_t1 = _pc()", "_times[{slot}] += _t1 - _t0", "_t0 = _t1"])
+        if profile:
+            lines.append("_t0 = _pc()")
+        if self.cleanup_slab_bytes is not None:
+            lines.append(f"_slab.resize_({self.cleanup_slab_bytes})")
+        if profile:
+            lines.append(tick.format(slot=0))
+        for slot, (_, node_lines) in enumerate(body, start=1):
+            lines += node_lines
+            if profile:
+                lines.append(tick.format(slot=slot))
+        lines.append(f"_result = {returned}")
+        tail = ["    finally:", f"{_INDENT}_set_grad_enabled(_grad)"]
+        if self.cleanup_slab_bytes is not None:
+            if profile:
+                tail.append(f"{_INDENT}_t0 = _pc()")
+            tail.append(f"{_INDENT}_slab.resize_(0)")
+            if profile:
+                tail.append(f"{_INDENT}_times[{len(body) + 1}] += _pc() - _t0")
+        return "\n".join(head + ["    try:"] + [_INDENT + line for line in lines] + tail + ["    return _result", ""])
+
+
+def _identifiers(line: str) -> set[str]:
+    token, found = [], set()
+    for char in line + " ":
+        if char.isalnum() or char == "_":
+            token.append(char)
+        elif token:
+            found.add("".join(token))
+            token = []
+    return found

@@ -1,0 +1,169 @@
+"""Per-op profile of the static runtime, in the manner of PyTorch's ``benchmark_individual_ops``.
+
+The generated code has a profiling variant with a timer after every line, so the time of each
+node is measured where it runs, with the same calls as a plain run. Nodes that cost nothing at
+run time (views made once, ``getitem`` of managed results) have no line and are counted apart.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from srbench.static.module import StaticModule
+
+
+@dataclass(frozen=True)
+class NodeTime:
+    node: str
+    kind: str
+    how: str  # out, out_fresh, native, fallback
+    mean_ms: float
+    percent: float
+
+
+@dataclass(frozen=True)
+class KindTime:
+    kind: str
+    mean_ms: float
+    percent: float
+    count: int
+
+
+@dataclass(frozen=True)
+class OpProfile:
+    """Where the time of a run goes. Times are milliseconds per iteration (means); ``total_ms``
+    is the median wall time of a whole profiled call, ``nodes_ms`` the sum over nodes."""
+
+    model: str
+    iterations: int
+    setup_ms: float
+    first_iteration_ms: float
+    total_ms: float
+    nodes_ms: float
+    slab_alloc_ms: float
+    slab_free_ms: float
+    nodes: tuple[NodeTime, ...]
+    kinds: tuple[KindTime, ...]
+    num_nodes: int
+    out_variant_nodes: int
+    native_nodes: int
+    fallback_nodes: int
+    static_nodes: int
+    managed_tensors: int
+    managed_bytes: int
+    slab_bytes: int
+    output_arena_bytes: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def table(self, top: int = 15) -> str:
+        """An aligned, human-readable report: summary, time per node kind, slowest nodes."""
+        summary = [
+            ("setup (prepare)", f"{self.setup_ms:.3f} ms"),
+            ("first iteration", f"{self.first_iteration_ms:.3f} ms"),
+            ("total per iteration", f"{self.total_ms:.4f} ms"),
+            ("sum over nodes", f"{self.nodes_ms:.4f} ms"),
+            ("slab alloc / free", f"{self.slab_alloc_ms:.4f} / {self.slab_free_ms:.4f} ms"),
+            ("out-variant nodes", f"{self.out_variant_nodes} of {self.num_nodes}"),
+            ("native / fallback / static", f"{self.native_nodes} / {self.fallback_nodes} / {self.static_nodes}"),
+            ("managed tensors", f"{self.managed_tensors} ({self.managed_bytes} bytes)"),
+            ("slab / output arena", f"{self.slab_bytes} / {self.output_arena_bytes} bytes"),
+        ]
+        width = max(len(label) for label, _ in summary)
+        lines = [f"Static runtime profile of {self.model!r}, {self.iterations} iterations"]
+        lines += [f"  {label:<{width}}  {value}" for label, value in summary]
+        lines.append("")
+        lines += _rows(
+            ("node kind", "ms", "%", "count"),
+            [(k.kind, f"{k.mean_ms:.4f}", f"{k.percent:.1f}", str(k.count)) for k in self.kinds],
+        )
+        lines.append("")
+        slowest = sorted(self.nodes, key=lambda n: -n.mean_ms)[:top]
+        lines += _rows(
+            ("node", "kind", "how", "ms", "%"),
+            [(n.node, n.kind, n.how, f"{n.mean_ms:.4f}", f"{n.percent:.1f}") for n in slowest],
+        )
+        return "\n".join(lines)
+
+
+def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(row: tuple[str, ...]) -> str:
+        cells = [f"{cell:<{w}}" if i == 0 else f"{cell:>{w}}" for i, (cell, w) in enumerate(zip(row, widths))]
+        return "  ".join(cells).rstrip()
+
+    return [line(header), "  ".join("-" * w for w in widths)] + [line(row) for row in rows]
+
+
+def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 100, warmup: int = 10) -> OpProfile:
+    """Profile ``module`` on ``inputs`` with a fresh runtime: the first iteration (binding the
+    slab included), then ``iterations`` timed runs of the profiling variant after ``warmup``."""
+    if iterations < 1:
+        raise ValueError(f"iterations must be at least 1, got {iterations}")
+    setup_start = time.perf_counter()
+    prepared = module.prepared_for(inputs)
+    setup_ms = (module.setup_seconds if prepared is module.prepared else time.perf_counter() - setup_start) * 1e3
+    runtime = module.runtime()
+    start = time.perf_counter()
+    runtime.run(*inputs)
+    first_ms = (time.perf_counter() - start) * 1e3
+    bound = runtime.bind(inputs)
+    timed = prepared.program.timed
+    slots = len(timed) + 2  # slot 0: slab alloc, last: slab free
+    times = bound.globals["_times"]
+    times[:] = [0.0] * slots
+    for _ in range(warmup):
+        bound.forward_profiled(*inputs)
+    times[:] = [0.0] * slots
+    walls = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        bound.forward_profiled(*inputs)
+        walls.append(time.perf_counter() - start)
+    per_slot = [t / iterations * 1e3 for t in times]
+    node_ms = per_slot[1 : 1 + len(timed)]
+    nodes_total = sum(node_ms) or 1.0
+    nodes = tuple(
+        NodeTime(t.node, t.kind, t.how, ms, 100.0 * ms / nodes_total) for t, ms in zip(timed, node_ms)
+    )
+    by_kind: dict[str, list[float]] = {}
+    for node in nodes:
+        by_kind.setdefault(node.kind, []).append(node.mean_ms)
+    kinds = tuple(
+        sorted(
+            (KindTime(kind, sum(ms), 100.0 * sum(ms) / nodes_total, len(ms)) for kind, ms in by_kind.items()),
+            key=lambda k: -k.mean_ms,
+        )
+    )
+    plans = prepared.plans
+    return OpProfile(
+        model=module.name,
+        iterations=iterations,
+        setup_ms=setup_ms,
+        first_iteration_ms=first_ms,
+        total_ms=statistics.median(walls) * 1e3,
+        nodes_ms=sum(node_ms),
+        slab_alloc_ms=per_slot[0],
+        slab_free_ms=per_slot[-1],
+        nodes=nodes,
+        kinds=kinds,
+        num_nodes=sum(1 for p in plans if p.how != "skip"),
+        out_variant_nodes=sum(1 for p in plans if p.how in ("out", "out_fresh")),
+        native_nodes=sum(1 for p in plans if p.how == "native" and not p.static),
+        fallback_nodes=sum(1 for p in plans if p.how == "fallback"),
+        static_nodes=sum(1 for p in plans if p.static),
+        managed_tensors=len(prepared.managed),
+        managed_bytes=prepared.managed_bytes,
+        slab_bytes=prepared.slab_bytes,
+        output_arena_bytes=prepared.arena_bytes,
+    )

@@ -1,0 +1,364 @@
+"""Op resolution at prepare time: for every node, the calls that run it correctly, checked once.
+
+The resolver walks the graph once with real example values (a dry run). For each op it computes
+the reference result with the ATen overload itself (what ``torch.export``'s graph module does),
+then tries the candidates in order of speed and keeps the first that gives the same result:
+
+* **out variant** (functional ops): a user-registered one, a rewrite (2-D ``linear`` with a
+  constant weight becomes ``torch.addmm`` on the weight transposed once), the C binding with
+  ``out=`` (``torch.addmm(..., out=buf)``), then the ``.out`` overload found from the schema.
+  The candidate must write into the buffers it is given (same data pointer, shape and strides).
+* **native** (views and in-place ops, which allocate nothing): the ``Tensor`` method, the C
+  binding, then the raw overload. A view candidate must alias the same bytes with the same
+  geometry; an in-place candidate is checked on clones.
+* **fallback** (the op as is, its result allocated by the op): the C binding, then the overload.
+
+Checking candidates on real values catches bindings that pick another overload, out kernels that
+reallocate, and functional ops that secretly return their input (``dropout`` in eval mode returns
+it as is): those are reported in ``aliases`` so the lifetime analysis treats them as views.
+An op whose reference call fails and for which no out variant runs is reported at prepare time.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.fx
+
+from srbench.static.calls import Call, Const, function_binding, invoke, materialize, method_binding, op_kind, packet_name
+from srbench.static.errors import UnsupportedOpError
+from srbench.static.out_variants import OutVariantRegistry
+
+Category = Literal[
+    "view", "copying_view", "inplace", "mutating", "functional", "aliasing", "getitem", "opaque", "skip"
+]
+
+# Ops that only assert metadata the runtime already guarantees by keying programs on input
+# shapes, strides, dtypes and devices.
+_SKIPPED = {"aten::_assert_tensor_metadata"}
+# Arguments an ``.out`` overload may lack: the out tensor already carries them.
+_TENSOR_OPTIONS = {"dtype", "layout", "device", "pin_memory"}
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the resolver found for one node; the module chooses among them once lifetimes are known.
+
+    ``native`` runs views, in-place ops, ``getitem`` and opaque callables; ``out`` writes into
+    given buffers; ``fallback`` allocates its result. ``aliases`` names the argument node that a
+    functional op was found to return as is.
+    """
+
+    node: str
+    kind: str
+    category: Category
+    native: Call | None = None
+    out: Call | None = None
+    fallback: Call | None = None
+    aliases: str | None = None
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _same_values(a: Any, b: Any, exact_only: bool = False) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+            return False
+        if exact_only or a.numel() == 0:
+            return True
+        if a.is_floating_point() or a.is_complex():
+            rtol = 1e-3 if a.element_size() <= 2 else 1e-5
+            return bool(torch.allclose(a, b, rtol=rtol, atol=rtol * 1e-1, equal_nan=True))
+        return bool(torch.equal(a, b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_values(x, y, exact_only) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except (RuntimeError, TypeError):
+        return False
+
+
+def _same_view(a: Any, b: Any) -> bool:
+    """``a`` views the same bytes as ``b``, with the same geometry."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return (
+            a.shape == b.shape
+            and a.stride() == b.stride()
+            and a.storage_offset() == b.storage_offset()
+            and a.dtype == b.dtype
+            and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        )
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_view(x, y) for x, y in zip(a, b))
+    return False
+
+
+def _shares_storage(result: Any, arguments: list[torch.Tensor]) -> torch.Tensor | None:
+    pointers = {t.untyped_storage().data_ptr(): t for t in arguments if t.untyped_storage().nbytes()}
+    for tensor in _tensors(result):
+        if tensor.untyped_storage().nbytes() and tensor.untyped_storage().data_ptr() in pointers:
+            return pointers[tensor.untyped_storage().data_ptr()]
+    return None
+
+
+def _try(fn: Callable[[], Any]) -> tuple[bool, Any]:
+    try:
+        return True, fn()
+    except Exception as error:  # a candidate that cannot run is just not chosen
+        return False, error
+
+
+def _matching_out_overload(op: torch._ops.OpOverload) -> tuple[torch._ops.OpOverload, tuple[str, ...]] | None:
+    """The ``.out`` overload of ``op``'s packet whose other arguments match ``op``'s, per schema."""
+    schema = op._schema
+    wanted = [(a.name, str(a.type)) for a in schema.arguments if a.name not in _TENSOR_OPTIONS]
+    packet = getattr(torch.ops, op.namespace).__getattr__(packet_name(op))
+    for overload_name in packet.overloads():
+        candidate = getattr(packet, overload_name)
+        outs = [a for a in candidate._schema.arguments if a.is_out]
+        if not outs or len(outs) != len(schema.returns):
+            continue
+        others = [(a.name, str(a.type)) for a in candidate._schema.arguments if not a.is_out]
+        if [x for x in others if x[0] not in _TENSOR_OPTIONS] == wanted:
+            return candidate, tuple(a.name for a in outs)
+    return None
+
+
+class Resolver:
+    """One dry run over ``graph`` with real values; see the module docstring."""
+
+    def __init__(
+        self,
+        graph: torch.fx.Graph,
+        values: Mapping[str, Any],
+        constant_nodes: frozenset[str],
+        out_variants: OutVariantRegistry,
+    ):
+        self.graph = graph
+        self.env: dict[str, Any] = dict(values)
+        self.constant_nodes = constant_nodes
+        self.out_variants = out_variants
+        self.resolutions: dict[str, Resolution] = {}
+
+    def run(self) -> dict[str, Resolution]:
+        nodes = list(self.graph.nodes)
+        position = {node: index for index, node in enumerate(nodes)}
+        dying: dict[int, list[str]] = {}  # step -> values no later node reads (freed as we go)
+        for node in nodes:
+            if node.op == "call_function" and node.users:
+                dying.setdefault(max(position[user] for user in node.users), []).append(node.name)
+        for index, node in enumerate(nodes):
+            if node.op == "call_function":
+                self.resolutions[node.name] = self._resolve(node)
+                if not node.users:
+                    self.env.pop(node.name, None)
+            elif node.op == "get_attr" and node.name not in self.env:
+                raise UnsupportedOpError("get_attr", node.name, "the graph module has no such attribute")
+            for name in dying.get(index, ()):
+                self.env.pop(name, None)
+        return self.resolutions
+
+    # -- one node ---------------------------------------------------------------------------
+
+    def _resolve(self, node: torch.fx.Node) -> Resolution:
+        target = node.target
+        if target is operator.getitem:
+            self.env[node.name] = operator.getitem(*materialize(node.args, self.env))
+            return Resolution(node.name, "getitem", "getitem", native=Call("getitem", operator.getitem, node.args))
+        if not isinstance(target, torch._ops.OpOverload):
+            return self._opaque(node)
+        kind = op_kind(target)
+        if kind in _SKIPPED:
+            return Resolution(node.name, kind, "skip")
+        schema = target._schema
+        aliasing_returns = [r for r in schema.returns if r.alias_info is not None]
+        if schema.is_mutable:
+            return self._mutating(node, kind, all_alias=len(aliasing_returns) == len(schema.returns) > 0)
+        if aliasing_returns and len(aliasing_returns) == len(schema.returns):
+            return self._view(node, kind)
+        return self._functional(node, kind)
+
+    def _reference(self, node: torch.fx.Node) -> tuple[bool, Any]:
+        return _try(lambda: node.target(*materialize(node.args, self.env), **materialize(dict(node.kwargs), self.env)))
+
+    def _opaque(self, node: torch.fx.Node) -> Resolution:
+        kind = op_kind(node.target)
+        call = Call(kind, node.target, node.args, dict(node.kwargs))
+        ok, result = _try(lambda: invoke(call, self.env))
+        if not ok:
+            raise UnsupportedOpError(kind, node.name, f"calling it failed: {result}")
+        self.env[node.name] = result
+        return Resolution(node.name, kind, "opaque", native=call)
+
+    def _native_candidates(self, node: torch.fx.Node) -> list[Call]:
+        op = node.target
+        calls = []
+        for binding in (method_binding(op), function_binding(op)):
+            if binding is not None:
+                calls.append(Call(binding[0], binding[1], node.args, dict(node.kwargs)))
+        calls.append(Call(str(op), op._op, node.args, dict(node.kwargs)))
+        return calls
+
+    def _view(self, node: torch.fx.Node, kind: str) -> Resolution:
+        """Ops whose schema says they return an alias. Most do; some (``contiguous``,
+        ``reshape``, ``to``) copy when they must, which the example run shows for this signature:
+        those run as they are at every run and are never made once."""
+        ok, reference = self._reference(node)
+        if not ok:
+            raise UnsupportedOpError(kind, node.name, f"the view failed on the example inputs: {reference}")
+        self.env[node.name] = reference
+        arguments = _tensors(materialize(list(node.args) + list(node.kwargs.values()), self.env))
+        aliases = _shares_storage(reference, arguments) is not None
+        same = _same_view if aliases else _same_values
+        category: Category = "view" if aliases else "copying_view"
+        for call in self._native_candidates(node):
+            ran, result = _try(lambda call=call: invoke(call, self.env))
+            if ran and same(result, reference):
+                return Resolution(node.name, kind, category, native=call)
+        return Resolution(node.name, kind, category, native=Call(str(node.target), node.target, node.args, dict(node.kwargs)))
+
+    def _mutating(self, node: torch.fx.Node, kind: str, all_alias: bool) -> Resolution:
+        """In-place ops (and other mutating ops) run as they are; candidates are tried on clones of
+        the arguments they write, before the reference mutates the real values."""
+        schema = node.target._schema
+        written: list[str] = []
+        for index, argument in enumerate(schema.arguments):
+            if argument.alias_info is None or not argument.alias_info.is_write:
+                continue
+            value = node.args[index] if index < len(node.args) and not argument.kwarg_only else node.kwargs.get(argument.name)
+            if isinstance(value, torch.fx.Node) and isinstance(self.env.get(value.name), torch.Tensor):
+                written.append(value.name)
+        attempts = []
+        for call in self._native_candidates(node):
+            trial = dict(self.env)
+            trial.update({name: self.env[name].clone() for name in written})
+            attempts.append((call, trial, _try(lambda call=call, trial=trial: invoke(call, trial))))
+        ok, reference = self._reference(node)
+        if not ok:
+            raise UnsupportedOpError(kind, node.name, f"it failed on the example inputs: {reference}")
+        self.env[node.name] = reference
+        category: Category = "inplace" if all_alias else "mutating"
+        for call, trial, (ran, result) in attempts:
+            if ran and _same_values(result, reference) and all(_same_values(trial[n], self.env[n]) for n in written):
+                return Resolution(node.name, kind, category, native=call)
+        return Resolution(node.name, kind, category, native=Call(str(node.target), node.target, node.args, dict(node.kwargs)))
+
+    def _functional(self, node: torch.fx.Node, kind: str) -> Resolution:
+        ok, reference = self._reference(node)
+        arguments = _tensors(materialize(list(node.args) + list(node.kwargs.values()), self.env))
+        if ok:
+            aliased = _shares_storage(reference, arguments)
+            if aliased is not None:  # a "functional" op that returned an input as is
+                self.env[node.name] = reference
+                base = next(
+                    arg for arg in node.all_input_nodes if isinstance(self.env.get(arg.name), torch.Tensor)
+                    and self.env[arg.name].untyped_storage().data_ptr() == aliased.untyped_storage().data_ptr()
+                )
+                call = self._working_fallback(node, reference) or Call(str(node.target), node.target, node.args, dict(node.kwargs))
+                return Resolution(node.name, kind, "aliasing", native=call, aliases=base.name)
+        out_call, out_result = self._working_out_variant(node, reference if ok else None)
+        fallback = self._working_fallback(node, reference) if ok else None
+        if out_call is None and fallback is None:
+            reason = f"it failed on the example inputs ({type(reference).__name__}: {reference})" if not ok else "no candidate matched"
+            raise UnsupportedOpError(kind, node.name, f"no out variant found, and {reason}")
+        self.env[node.name] = reference if ok else out_result
+        return Resolution(node.name, kind, "functional", out=out_call, fallback=fallback)
+
+    def _working_fallback(self, node: torch.fx.Node, reference: Any) -> Call | None:
+        exact_only = torch.Tag.nondeterministic_seeded in node.target.tags
+        binding = function_binding(node.target)
+        candidates = []
+        if binding is not None:
+            candidates.append(Call(binding[0], binding[1], node.args, dict(node.kwargs)))
+        candidates.append(Call(str(node.target), node.target._op, node.args, dict(node.kwargs)))
+        for call in candidates:
+            ok, result = _try(lambda call=call: invoke(call, self.env))
+            if ok and _same_values(result, reference, exact_only):
+                return call
+        return None
+
+    def _out_candidates(self, node: torch.fx.Node) -> list[Call]:
+        op = node.target
+        calls = []
+        registered = self.out_variants.get(op)
+        if registered is not None:
+            calls.append(Call(f"registered {op_kind(op)}", registered, node.args, dict(node.kwargs), out="out"))
+        rewrite = self._linear_as_addmm(node)
+        if rewrite is not None:
+            calls.append(rewrite)
+        binding = function_binding(op)
+        if binding is not None:
+            calls.append(Call(binding[0], binding[1], node.args, dict(node.kwargs), out="out"))
+        overload = _matching_out_overload(op)
+        if overload is not None:
+            out_op, names = overload
+            kwargs = {k: v for k, v in node.kwargs.items() if k not in _TENSOR_OPTIONS or any(
+                a.name == k for a in out_op._schema.arguments)}
+            calls.append(Call(str(out_op), out_op._op, node.args, kwargs, out=names))
+        return calls
+
+    def _linear_as_addmm(self, node: torch.fx.Node) -> Call | None:
+        """``linear(x, W, b)`` on a 2-D ``x`` with a constant ``W`` is ``addmm(b, x, W.t())``: the
+        kernel ``linear`` calls anyway, minus its dispatch, with ``W.t()`` made once."""
+        if node.target is not torch.ops.aten.linear.default or node.kwargs:
+            return None
+        x, weight, bias = (list(node.args) + [None])[:3]
+        if not isinstance(weight, torch.fx.Node) or weight.name not in self.constant_nodes:
+            return None
+        x_value = self.env.get(x.name) if isinstance(x, torch.fx.Node) else None
+        if not isinstance(x_value, torch.Tensor) or x_value.dim() != 2:
+            return None
+        transposed = Const(self.env[weight.name].t())
+        if bias is None:
+            return Call("torch.mm", torch._C._VariableFunctions.mm, (x, transposed), {}, out="out")
+        return Call("torch.addmm", torch._C._VariableFunctions.addmm, (bias, x, transposed), {}, out="out")
+
+    def _working_out_variant(self, node: torch.fx.Node, reference: Any) -> tuple[Call | None, Any]:
+        meta = node.meta.get("val")
+        results = list(meta) if isinstance(meta, (list, tuple)) else [meta]
+        if not results or not all(isinstance(r, torch.Tensor) for r in results):
+            return None, None
+        if reference is not None and len(_tensors(reference)) != len(results):
+            return None, None
+        exact_only = torch.Tag.nondeterministic_seeded in node.target.tags
+        device = self._device(node, reference)
+        for call in self._out_candidates(node):
+            buffers = tuple(torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device) for r in results)
+            geometry = [(b.data_ptr(), b.shape, b.stride()) for b in buffers]
+            ok, _ = _try(lambda call=call: invoke(call, self.env, buffers))
+            if not ok or geometry != [(b.data_ptr(), b.shape, b.stride()) for b in buffers]:
+                continue
+            produced = buffers[0] if isinstance(meta, torch.Tensor) else buffers
+            if reference is None or _same_values(produced, reference, exact_only):
+                return call, produced
+        return None, None
+
+    def _device(self, node: torch.fx.Node, reference: Any) -> torch.device:
+        tensors = _tensors(reference)
+        if tensors:
+            return tensors[0].device
+        meta = node.meta.get("val")
+        fake = _tensors(meta)
+        return fake[0].device if fake else torch.device("cpu")
+
+
+def resolve(
+    graph: torch.fx.Graph,
+    values: Mapping[str, Any],
+    constant_nodes: frozenset[str],
+    out_variants: OutVariantRegistry,
+) -> dict[str, Resolution]:
+    """Resolve every ``call_function`` node of ``graph``, starting from ``values`` (every
+    placeholder and ``get_attr`` node's real value). ``constant_nodes`` are the nodes whose value
+    never changes between runs (parameters, buffers, constants)."""
+    return Resolver(graph, values, constant_nodes, out_variants).run()

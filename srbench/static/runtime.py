@@ -1,0 +1,130 @@
+"""A per-thread runtime: its own slab, its own managed tensors, the prepared code bound to them.
+
+Binding a :class:`~srbench.static.prepared.PreparedGraph` makes, once, every managed tensor as a
+typed strided view into one ``uint8`` slab (and into the output arena when outputs are managed),
+then the static views of those, then the generated functions with all of it as globals. A run is
+then one call of generated code. One slab serves every input shape the runtime has seen: its
+storage grows to the largest plan, and views made for smaller plans stay valid because resizing
+a storage keeps its identity. With ``cleanup_activations`` the storage is resized to 0 after each
+run and back before the next, a single call each way.
+"""
+
+from __future__ import annotations
+
+import time
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from srbench.static.calls import invoke
+from srbench.static.prepared import ManagedTensor, PreparedGraph, input_key
+
+if TYPE_CHECKING:
+    from srbench.static.module import StaticModule
+    from srbench.static.profile import OpProfile
+
+
+@dataclass
+class BoundProgram:
+    """A prepared graph bound to one runtime's memory."""
+
+    prepared: PreparedGraph
+    forward: Callable[..., Any]
+    forward_unchecked: Callable[..., Any]
+    forward_profiled: Callable[..., Any]
+    globals: dict[str, Any]
+    managed: Mapping[str, torch.Tensor]
+
+
+def _grow(storage: torch.UntypedStorage, nbytes: int) -> None:
+    if storage.nbytes() < nbytes:
+        storage.resize_(nbytes)
+
+
+def _views(tensors: Sequence[ManagedTensor], storage: torch.UntypedStorage, device: torch.device) -> dict[str, torch.Tensor]:
+    return {tensor.storage: tensor.view_of(storage, device) for tensor in tensors}
+
+
+class StaticRuntime:
+    """Runs a :class:`~srbench.static.StaticModule` from one thread; create one per thread with
+    ``module.runtime()``. ``run`` (or calling the runtime) returns what the model returns."""
+
+    def __init__(self, module: StaticModule):
+        self.module = module
+        device = module.prepared.device
+        self._slab = torch.empty(0, dtype=torch.uint8, device=device)
+        self._arena = torch.empty(0, dtype=torch.uint8, device=device)
+        self._bound: dict[tuple, BoundProgram] = {}
+        self._forward: Callable[..., Any] | None = None
+
+    @property
+    def slab_bytes(self) -> int:
+        """Bytes the slab holds right now (0 between runs with ``cleanup_activations``)."""
+        return self._slab.untyped_storage().nbytes()
+
+    @property
+    def arena_bytes(self) -> int:
+        return self._arena.untyped_storage().nbytes()
+
+    @property
+    def slab(self) -> torch.Tensor:
+        return self._slab
+
+    def run(self, *inputs: Any) -> Any:
+        forward = self._forward
+        if forward is None:
+            return self._miss(inputs)
+        return forward(*inputs)
+
+    __call__ = run
+
+    def _miss(self, inputs: tuple) -> Any:
+        """The slow path: inputs unlike the last program's. Check them, find or prepare the
+        program for their shapes, make it the fast path, run it."""
+        bound = self.bind(inputs)
+        self._forward = bound.forward
+        return bound.forward_unchecked(*inputs)
+
+    def bind(self, inputs: Sequence[Any]) -> BoundProgram:
+        """The program for inputs like ``inputs``, bound to this runtime (made on first use)."""
+        self.module.check_inputs(inputs)
+        key = input_key(inputs)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self._bound[key] = self._bind(self.module.prepared_for(inputs))
+        return bound
+
+    def _bind(self, prepared: PreparedGraph) -> BoundProgram:
+        program = prepared.program
+        slab, arena = self._slab.untyped_storage(), self._arena.untyped_storage()
+        _grow(slab, prepared.slab_bytes)
+        _grow(arena, prepared.arena_bytes)
+        managed = _views(prepared.managed, slab, prepared.device)
+        managed.update(_views(prepared.output_arena, arena, prepared.device))
+        namespace: dict[str, Any] = dict(program.shared)
+        namespace.update({name: managed[storage] for name, storage in program.managed_globals.items()})
+        namespace.update(_miss=self._miss, _slab=slab, _pc=time.perf_counter, _times=[])
+        holders: dict[str, list[str]] = {}
+        for node, name in program.static_nodes.items():
+            holders.setdefault(name, []).append(node)
+        env = {node: namespace[name] for node, name in program.static_nodes.items() if name in namespace}
+        with torch.no_grad():
+            for view in program.static_views:
+                namespace[view.name] = invoke(view.call, env)
+                env.update({node: namespace[view.name] for node in holders[view.name]})
+        if self.module.options.cleanup_activations:
+            slab.resize_(0)
+        functions = {}
+        for name in ("forward", "forward_unchecked", "forward_profiled"):
+            functions[name] = types.FunctionType(self.module.code(prepared)[name], namespace, name)
+        return BoundProgram(prepared, globals=namespace, managed=managed, **functions)
+
+    def profile(self, inputs: tuple, iterations: int = 100, warmup: int = 10) -> OpProfile:
+        """Time every node, as PyTorch's ``benchmark_individual_ops`` does (see
+        :func:`srbench.static.profile.profile_runtime`)."""
+        from srbench.static.profile import profile_runtime
+
+        return profile_runtime(self.module, inputs, iterations=iterations, warmup=warmup)
