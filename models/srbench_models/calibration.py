@@ -17,10 +17,11 @@ def calibrate_batch_norm(model: nn.Module, inputs: torch.Tensor) -> nn.Module:
     not normalise at all: MobileNetV2's logits come out near 1e-9 and ResNet-50's near 1e2, so
     equivalence checks at any fixed tolerance would mean little. Statistics measured on one
     seeded batch (cumulative average, ``momentum=None``) keep activations near unit scale, as in
-    a trained network. A model on the meta device (being counted, not run) is left as it is.
+    a trained network. A model without batch norms, or on the meta device (being counted, not
+    run), is only put in eval mode.
     """
     norms = [module for module in model.modules() if isinstance(module, BATCH_NORMS)]
-    if any(parameter.is_meta for parameter in model.parameters()):
+    if not norms or any(parameter.is_meta for parameter in model.parameters()):
         return model.eval()
     momenta = [norm.momentum for norm in norms]
     for norm in norms:

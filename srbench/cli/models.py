@@ -54,16 +54,23 @@ def rows(providers: Sequence[str] | None = None, families: Sequence[str] | None 
     return listed
 
 
-def _parameters_cell(row: dict[str, Any]) -> str:
-    if row["parameters"] is None:
-        return "-"
-    return f"{row['parameters']:,}" + ("*" if row["parameters_source"] == "published" else "")
+def _parameters_cell(row: dict[str, Any], marks: bool) -> str:
+    """The count, marked ``*`` when published rather than counted (a space keeps digits aligned)."""
+    mark = ("*" if row["parameters_source"] == "published" else " ") if marks else ""
+    return ("-" if row["parameters"] is None else f"{row['parameters']:,}") + mark
 
 
 def format_table(listed: list[dict[str, Any]], unavailable: dict[str, str]) -> str:
     header = ("NAME", "PROVIDER", "FAMILY", "PARAMETERS", "AVAILABLE")
+    marks = any(row["parameters_source"] == "published" for row in listed)
     cells = [
-        (row["name"], row["provider"], row["family"], _parameters_cell(row), "yes" if row["available"] else f"no: {row['reason']}")
+        (
+            row["name"],
+            row["provider"],
+            row["family"],
+            _parameters_cell(row, marks),
+            "yes" if row["available"] else f"no: {row['reason']}",
+        )
         for row in listed
     ]
     widths = [max(len(line[column]) for line in [header, *cells]) for column in range(len(header) - 1)]
@@ -73,7 +80,7 @@ def format_table(listed: list[dict[str, Any]], unavailable: dict[str, str]) -> s
             value.rjust(width) if column == 3 else value.ljust(width) for column, (value, width) in enumerate(zip(line, widths))
         ]
         lines.append("  ".join([*aligned, line[-1]]))
-    if any(row["parameters_source"] == "published" for row in listed):
+    if marks:
         lines.append("* published count; the model cannot be built here")
     listed_providers = {row["provider"] for row in listed}
     for provider, reason in sorted(unavailable.items()):

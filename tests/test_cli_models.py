@@ -1,0 +1,62 @@
+"""``srbench models``: the aligned table, the JSON document, unavailable providers, bad filters."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from srbench.cli import main
+from srbench.zoo import load_zoo
+
+BUILTIN_COUNTS = {"resnet18": 11_689_512, "resnet50": 25_557_032, "mobilenet_v2": 3_504_872}
+
+
+@pytest.fixture
+def torchvision_fails(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torchvision", None)
+    load_zoo.cache_clear()
+    yield
+    load_zoo.cache_clear()
+
+
+def test_table_lists_every_case_aligned(capsys):
+    assert main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, rows = lines[0], [line for line in lines[1:] if not line.startswith(("*", "provider "))]
+    assert header.split() == ["NAME", "PROVIDER", "FAMILY", "PARAMETERS", "AVAILABLE"]
+    zoo = load_zoo()
+    assert {row.split()[0] for row in rows} == {entry.case.name for entry in zoo.entries()}
+    column = header.index("PROVIDER")
+    assert all(row[column - 2 : column] == "  " and row[column] != " " for row in rows)
+    for name, count in BUILTIN_COUNTS.items():
+        row = next(row for row in rows if row.split()[0] == name)
+        assert row.split()[1:4] == ["builtin", "vision", f"{count:,}"] and row.rstrip().endswith("yes")
+
+
+def test_json_document(capsys):
+    assert main(["models", "--json", "--provider", "builtin"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    models = {model["name"]: model for model in document["models"]}
+    assert set(models) == {case.name for case in load_zoo().select(providers=["builtin"])}
+    for name, count in BUILTIN_COUNTS.items():
+        assert models[name]["parameters"] == count and models[name]["parameters_source"] == "counted"
+    assert all(model["available"] and model["reason"] is None for model in models.values())
+
+
+def test_unimportable_torchvision_shows_the_reason_and_the_published_count(torchvision_fails, capsys):
+    assert main(["models", "--provider", "torchvision", "--provider", "builtin"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("tv_resnet50 "))
+    assert "25,557,032*" in row
+    assert row.endswith("no: cannot import torchvision: ModuleNotFoundError: import of torchvision halted; None in sys.modules")
+    assert "* published count; the model cannot be built here" in out
+    assert any(line.startswith("resnet50 ") and line.endswith("yes") for line in out.splitlines())
+
+
+def test_unknown_filter_names_the_nearest(capsys):
+    assert main(["models", "--family", "visoin"]) == 2
+    assert "unknown model family 'visoin'; did you mean 'vision'?" in capsys.readouterr().err
+    assert main(["models", "--provider", "torchvison"]) == 2
+    assert "did you mean 'torchvision'?" in capsys.readouterr().err
