@@ -3,14 +3,13 @@ per-op profile. Usable outside pytest (the asv benchmarks call the same function
 
 from srbench.measure.case import PreparedCase, prepare_case, runtime_options
 from srbench.measure.equivalence import EquivalenceError, EquivalenceReport, check_equivalence
-from srbench.measure.memory import MemoryReport, PlannedMemory, measure_memory
+from srbench.measure.memory import MemoryReport, measure_memory
 from srbench.measure.profile import op_profile
 
 __all__ = [
     "EquivalenceError",
     "EquivalenceReport",
     "MemoryReport",
-    "PlannedMemory",
     "PreparedCase",
     "check_equivalence",
     "measure_memory",

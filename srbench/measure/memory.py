@@ -18,19 +18,14 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-
-@dataclass(frozen=True)
-class PlannedMemory:
-    """A runtime's own memory plan: slab bytes and the lower bound for the same tensors."""
-
-    planned_bytes: int
-    lower_bound: int
+from srbench.runtimes import PlannedMemory
 
 
 @dataclass(frozen=True)
 class MemoryReport:
     planned_bytes: int | None
     lower_bound: int | None
+    graph_lower_bound: int | None
     peak_bytes: int
     allocations: int
     allocated_bytes: int
@@ -96,6 +91,7 @@ def measure_memory(runtime: Callable[..., Any], inputs: tuple, *, device: str = 
     return MemoryReport(
         planned_bytes=planned.planned_bytes if planned else None,
         lower_bound=planned.lower_bound if planned else None,
+        graph_lower_bound=planned.graph_lower_bound if planned else None,
         peak_bytes=observed.peak_bytes,
         allocations=observed.allocations,
         allocated_bytes=observed.allocated_bytes,

@@ -10,11 +10,14 @@ Class attributes tell the suite loader which axes of a sweep matter to a runtime
 sweep over planners does not multiply the eager cases (see ``srbench.suites.expand``):
 ``honours`` names the :class:`RuntimeOptions` fields besides ``threads`` and ``device`` that the
 runtime reads, and ``devices`` the devices it can run on. ``slow`` marks runtimes whose prepare
-step is slow (compilation).
+step is slow (compilation). Optional methods feed the measurements (``srbench.measure``):
+``planned_memory() -> PlannedMemory | None`` for runtimes that plan memory, and
+``op_profile(inputs, iterations) -> {node kind: ms per call}`` for runtimes that time their own nodes.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +46,16 @@ class RuntimeOptions:
     manage_output_tensors: bool = False
     threads: int = 1
     device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class PlannedMemory:
+    """A runtime's own memory plan: slab bytes, the lower bound for the tensors it planned, and
+    the lower bound for every intermediate of the graph (the yardstick for observed peaks)."""
+
+    planned_bytes: int
+    lower_bound: int
+    graph_lower_bound: int
 
 
 class Runtime(Protocol):
@@ -75,3 +88,16 @@ def intra_op_threads(threads: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+@contextmanager
+def quiet_jit() -> Iterator[None]:
+    """torch.jit warns that it is deprecated on every call (srbench uses it on purpose, as a
+    baseline, and torch.compile uses it internally), and tracing warns where a traced graph may
+    not fit other shapes (the equivalence protocol runs a second shape and fails such a case)."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*torch\.jit")
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        yield

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from srbench.runtimes import RuntimeOptions, UnsupportedRuntime
+from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, quiet_jit
 
 
 class CompiledRuntime:
@@ -26,7 +26,8 @@ class CompiledRuntime:
         torch._dynamo.reset()
         self.module = torch.compile(model.eval())
         try:
-            self(*example_inputs)
+            with quiet_jit():
+                self(*example_inputs)
         except Exception as error:  # Dynamo and Inductor raise many types; all mean "cannot compile here"
             reason = str(error).strip().splitlines()
             raise UnsupportedRuntime(

@@ -1,5 +1,10 @@
 """srbench's own static runtime (``srbench.static``) as a runtime plugin: the only runtime that
-reads the memory options (planner, out variants, cleanup, managed outputs)."""
+reads the memory options (planner, out variants, cleanup, managed outputs).
+
+Preparing raises ``srbench.graph.CaptureError`` when ``torch.export`` cannot capture the model,
+and :class:`UnsupportedRuntime` when an op of the graph can run neither with an out variant nor
+as a fallback; suites report both as expected failures with the reason.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from srbench.runtimes import MEMORY_OPTIONS, RuntimeOptions
+from srbench.memory.records import lower_bound
+from srbench.runtimes import MEMORY_OPTIONS, PlannedMemory, RuntimeOptions, UnsupportedRuntime
 
 
 class SrbenchRuntime:
@@ -16,19 +22,35 @@ class SrbenchRuntime:
     slow: ClassVar[bool] = False
 
     def __init__(self, model: torch.nn.Module, example_inputs: tuple, options: RuntimeOptions = RuntimeOptions()):
-        from srbench.static import StaticModule, StaticOptions
+        from srbench.static import StaticModule, StaticOptions, UnsupportedOpError
 
-        self.module = StaticModule(
-            model,
-            example_inputs,
-            StaticOptions(
-                planner=options.planner,
-                enable_out_variant=options.enable_out_variant,
-                cleanup_activations=options.cleanup_activations,
-                manage_output_tensors=options.manage_output_tensors,
-            ),
+        static_options = StaticOptions(
+            planner=options.planner,
+            enable_out_variant=options.enable_out_variant,
+            cleanup_activations=options.cleanup_activations,
+            manage_output_tensors=options.manage_output_tensors,
         )
+        try:
+            self.module = StaticModule(model, example_inputs, static_options, name=type(model).__name__)
+        except UnsupportedOpError as error:
+            raise UnsupportedRuntime(str(error)) from error
         self.runtime = self.module.runtime()
 
     def __call__(self, *inputs: Any) -> Any:
         return self.runtime(*inputs)
+
+    def planned_memory(self) -> PlannedMemory | None:
+        """The slab planned for the example inputs' shapes, or ``None`` when nothing is managed."""
+        prepared = self.module.prepared
+        if prepared.plan is None:
+            return None
+        return PlannedMemory(
+            planned_bytes=prepared.plan.plan.total_bytes,
+            lower_bound=prepared.plan.lower_bound,
+            graph_lower_bound=lower_bound(prepared.analysis.records),
+        )
+
+    def op_profile(self, inputs: tuple, iterations: int) -> dict[str, float]:
+        """Milliseconds per call spent in each node kind, timed by the generated profiling code."""
+        profile = self.runtime.profile(inputs, iterations=iterations, warmup=1)
+        return {kind.kind: kind.mean_ms for kind in profile.kinds}

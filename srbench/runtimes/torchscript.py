@@ -6,25 +6,11 @@ so :func:`frozen_torchscript` is shared by the two runtimes.
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import torch
 
-from srbench.runtimes import RuntimeOptions, UnsupportedRuntime
-
-
-@contextmanager
-def _quiet_jit() -> Iterator[None]:
-    """torch.jit warns that it is deprecated on every call (srbench uses it on purpose, as a
-    baseline), and tracing warns where a traced graph may not fit other shapes (the equivalence
-    protocol runs a second shape and fails such a case with the difference)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*torch\.(jit|compile|export)")
-        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        yield
+from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, quiet_jit
 
 
 def _first_line(error: BaseException) -> str:
@@ -39,7 +25,7 @@ def frozen_torchscript(model: torch.nn.Module, example_inputs: tuple) -> tuple[t
     :class:`UnsupportedRuntime` naming both reasons when neither works.
     """
     model = model.eval()
-    with _quiet_jit():
+    with quiet_jit():
         try:
             scripted, how = torch.jit.script(model), "script"
         except Exception as script_error:  # TorchScript raises many types for unsupported Python

@@ -1,0 +1,209 @@
+"""Suite files: a valid suite expands to the right cases and ids; every kind of malformed suite
+fails with a message naming the file, the key path and what was expected."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from srbench.suites import CaseSpec, SuiteError, load_suite
+from srbench.suites.expand import matches
+from srbench.zoo import ModelCase, ProviderUnavailable, build_zoo, load_zoo
+
+
+def write(tmp_path, text: str, name: str = "suite.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def ids(path, **kwargs) -> list[str]:
+    return [case.id for case in load_suite(path, **kwargs).cases]
+
+
+def test_sweep_is_the_product_of_the_axes_with_memory_axes_only_for_srbench(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        axes:
+          models: {names: [mlp]}
+          runtimes: [eager, srbench, static_runtime]
+          planners: [greedy_by_size, linear_scan]
+          cleanup_activations: [true, false]
+          threads: [1, 2]
+        exclude:
+          - {runtime: srbench, planner: linear_scan, threads: 2}
+        """,
+    )
+    assert ids(path) == [
+        "mlp-eager-t1",
+        "mlp-eager-t2",
+        "mlp-srbench-greedy_by_size-t1-cleanup-out",
+        "mlp-srbench-greedy_by_size-t1-nocleanup-out",
+        "mlp-srbench-greedy_by_size-t2-cleanup-out",
+        "mlp-srbench-greedy_by_size-t2-nocleanup-out",
+        "mlp-srbench-linear_scan-t1-cleanup-out",
+        "mlp-srbench-linear_scan-t1-nocleanup-out",
+        "mlp-static_runtime-t1",
+        "mlp-static_runtime-t2",
+    ]
+
+
+def test_left_out_axes_take_the_runtime_defaults_and_the_suite_settings_reach_every_case(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        axes:
+          models: {names: [mlp]}
+          runtimes: [srbench, eager]
+        tolerance: {rtol: 0.01}
+        repetitions: 7
+        slow: true
+        """,
+    )
+    suite = load_suite(path)
+    assert suite.name == "suite"
+    srbench, eager = suite.cases
+    assert srbench == CaseSpec(
+        suite="suite",
+        model="mlp",
+        runtime="srbench",
+        planner="greedy_by_size",
+        threads=1,
+        cleanup_activations=True,
+        enable_out_variant=True,
+        manage_output_tensors=False,
+        device="cpu",
+        batch=None,
+        rtol=0.01,
+        atol=None,
+        repetitions=7,
+        provider="builtin",
+        family="mlp",
+        honours=("planner", "enable_out_variant", "cleanup_activations", "manage_output_tensors"),
+        slow=True,
+    )
+    assert srbench.id == "mlp-srbench-greedy_by_size-t1-cleanup-out"
+    assert eager.planner is None and eager.honours == () and eager.id == "mlp-eager-t1"
+
+
+def test_devices_batches_and_flags_show_in_ids_and_cpu_only_runtimes_skip_cuda(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        axes:
+          models: {names: [mlp]}
+          runtimes: [static_runtime, srbench]
+          devices: [cpu, cuda]
+          batch: [8]
+          enable_out_variant: [false]
+          manage_output_tensors: [true]
+        """,
+    )
+    assert ids(path) == [
+        "mlp-static_runtime-t1-b8",
+        "mlp-srbench-greedy_by_size-t1-cleanup-noout-managed-b8",
+        "mlp-srbench-greedy_by_size-t1-cleanup-noout-managed-cuda-b8",
+    ]
+
+
+def test_models_by_family_provider_and_exclusion(tmp_path):
+    zoo = load_zoo()
+    by_family = write(tmp_path, "axes: {models: {families: [vision], exclude: [resnet50]}, runtimes: [eager]}")
+    vision = sorted(case.name for case in zoo.select(families=["vision"]) if case.name != "resnet50")
+    assert sorted(case.model for case in load_suite(by_family).cases) == vision
+    everything = write(tmp_path, "axes: {models: {all: true}, runtimes: [eager]}", "all.yaml")
+    assert {case.model for case in load_suite(everything).cases} >= set(zoo.cases)
+    builtin = write(tmp_path, "axes: {models: {providers: [builtin], names: [mlp]}, runtimes: [eager]}", "b.yaml")
+    names = [case.model for case in load_suite(builtin).cases]
+    assert names[0] == "mlp" and len(names) == len(set(names)) == len(zoo.select(providers=["builtin"]))
+
+
+def test_exclusion_rules_take_one_value_or_a_list():
+    case = CaseSpec("s", "mlp", "eager", None, 2, True, True, False, "cpu", None, None, None, 1)
+    assert matches({"runtime": "eager", "threads": [1, 2]}, case)
+    assert not matches({"runtime": "eager", "threads": 1}, case)
+    assert not matches({"planner": "greedy_by_size"}, case)  # eager has no planner
+
+
+class _MissingLibraryProvider:
+    """A provider whose library does not import here but which lists its cases."""
+
+    name = "torchvision"
+
+    def catalog(self) -> list[ModelCase]:
+        return [ModelCase("tv_net", "torchvision", "vision", build=lambda: None, make_inputs=lambda shape, batch: ())]
+
+    def cases(self) -> list[ModelCase]:
+        raise ProviderUnavailable("cannot import torchvision: RuntimeError: operator torchvision::nms does not exist")
+
+
+def test_models_of_an_unavailable_provider_are_cases_that_say_why(tmp_path):
+    zoo = build_zoo([("builtin", lambda: load_zoo_builtin()), ("torchvision", _MissingLibraryProvider)])
+    path = write(tmp_path, "axes: {models: {providers: [torchvision], names: [mlp]}, runtimes: [eager]}")
+    cases = {case.model: case for case in load_suite(path, zoo=zoo).cases}
+    assert cases["mlp"].unavailable is None
+    assert "torchvision::nms does not exist" in cases["tv_net"].unavailable
+
+
+def load_zoo_builtin():
+    from srbench_models.builtin import provider
+
+    return provider
+
+
+MALFORMED = [
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager], thread: [1]}", "axes",
+                 ["unknown key 'thread'", "did you mean 'threads'", "expected only these keys"], id="unknown-key"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager]}\nrepeat: 3", "",
+                 ["unknown key 'repeat'", "expected only these keys"], id="unknown-top-level-key"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager], threads: [one]}", "axes.threads[0]",
+                 ["expected integer, got str 'one'"], id="wrong-item-type"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager], threads: 2}", "axes.threads",
+                 ["expected array, got int 2"], id="scalar-for-list"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager], devices: [tpu]}", "axes.devices[0]",
+                 ["expected one of 'cpu', 'cuda'", "'tpu'"], id="unknown-device"),
+    pytest.param("axes: {models: {names: [mpl]}, runtimes: [eager]}", "axes.models.names[0]",
+                 ["unknown model 'mpl'", "did you mean 'mlp'", "known:"], id="unknown-model"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager, srbench], planners: [greedy_by_size, gredy_by_size]}",
+                 "axes.planners[1]", ["unknown planner 'gredy_by_size'", "did you mean 'greedy_by_size'"], id="unknown-planner"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eagr]}", "axes.runtimes[0]",
+                 ["unknown runtime 'eagr'", "did you mean 'eager'"], id="unknown-runtime"),
+    pytest.param("axes: {models: {families: [vison]}, runtimes: [eager]}", "axes.models.families[0]",
+                 ["unknown model family 'vison'", "did you mean 'vision'"], id="unknown-family"),
+    pytest.param("axes: {models: {providers: [hugingface]}, runtimes: [eager]}", "axes.models.providers[0]",
+                 ["unknown model provider 'hugingface'"], id="unknown-provider"),
+    pytest.param("axes: {models: {}, runtimes: [eager]}", "axes.models",
+                 ["expected at least one of the keys all, exclude, families, names, providers"], id="empty-model-selection"),
+    pytest.param("axes: {models: {names: [mlp]}}", "axes", ["'runtimes' is a required property"], id="missing-runtimes"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager]}\nexclude: [{threads: two}]", "exclude[0].threads",
+                 ["expected integer or a list of them", "'two'"], id="bad-rule-value"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager]}\nexclude: [{runtime: [eager, srbnch]}]",
+                 "exclude[0].runtime[1]", ["unknown runtime 'srbnch'", "did you mean 'srbench'"], id="unknown-runtime-in-rule"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager]}\ntolerance: {rtol: -1}", "tolerance.rtol",
+                 ["-1 is less than the minimum of 0"], id="negative-tolerance"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager]}\nrepetitions: 0", "repetitions",
+                 ["0 is less than the minimum of 1"], id="zero-repetitions"),
+    pytest.param("axes: [", "line 1, column 8", ["not valid YAML"], id="not-yaml"),
+    pytest.param("- eager\n- srbench", "", ["expected a YAML mapping with an 'axes' key, got list"], id="not-a-mapping"),
+    pytest.param("", "", ["expected a YAML mapping with an 'axes' key, got NoneType"], id="empty-file"),
+]
+
+
+@pytest.mark.parametrize(("text", "key_path", "fragments"), MALFORMED)
+def test_malformed_suites_name_file_key_path_and_what_was_expected(tmp_path, text, key_path, fragments):
+    path = write(tmp_path, text, "broken.yaml")
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path)
+    error = caught.value
+    assert error.path == str(path) and error.key_path == key_path
+    message = str(error)
+    assert message.startswith(f"{path}: {key_path + ': ' if key_path else ''}")
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_a_missing_file_is_a_suite_error(tmp_path):
+    with pytest.raises(SuiteError, match="cannot read the file"):
+        load_suite(tmp_path / "absent.yaml")
