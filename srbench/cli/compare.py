@@ -1,0 +1,159 @@
+"""``srbench compare``: every planner on every model of whole zoos, against the lower bound.
+
+Prints, per model and planner, the planned tensors, slab total, ratio to the lower bound and the
+planning time, then a per-planner summary (geometric mean of the ratio, worst case, how often the
+bound is reached); a progress bar runs meanwhile. Writes ``compare.json``, ``compare.md`` and a
+self-contained ``compare.html`` (pictures inlined) to ``--out`` (default ``results/``), with the
+pictures as PNG files beside them. Models are captured and analysed exactly as ``srbench plan``
+does; a model that cannot be captured is reported and the others continue (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from srbench.cli.plan import DEFAULT_TIME_LIMIT, _names, _positive_float, _positive_int
+
+DEFAULT_ZOOS = ["builtin"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="compare every planner across model zoos; write JSON, Markdown and HTML reports",
+        description="Plan the memory of whole zoos (and MiniMalloc CSV instances) with every planner; "
+        "print and write per-model figures, a per-planner summary and pictures.",
+    )
+    parser.add_argument(
+        "--zoo", type=_names, metavar="A,B",
+        help=f"model providers to compare (default: {','.join(DEFAULT_ZOOS)} unless --models or --records is given)",
+    )
+    parser.add_argument("--models", type=_names, metavar="A,B", help="only these zoo models")
+    parser.add_argument(
+        "--records", nargs="+", default=[], type=Path, metavar="FILE.csv",
+        help="also compare on records in MiniMalloc's CSV format (id,lower,upper,size)",
+    )
+    parser.add_argument(
+        "--planners", type=_names, default=["all"], metavar="all|A,B", help="planners to compare (default: all)"
+    )
+    parser.add_argument("--batch", type=_positive_int, metavar="N", help="batch size of the example inputs")
+    parser.add_argument("--alignment", type=_positive_int, default=64, metavar="BYTES", help="alignment (default 64)")
+    parser.add_argument("--decompose", action="store_true", help="plan the core-ATen graphs")
+    parser.add_argument(
+        "--time-limit", type=_positive_float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+        help=f"time limit per model for searching planners such as exact (default {DEFAULT_TIME_LIMIT:g})",
+    )
+    parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR", help="where to write (default results/)")
+    parser.add_argument(
+        "--layout", action="append", type=_layout, default=None, metavar="MODEL:PLANNER",
+        help="draw this plan's memory layout (repeatable; default: each model's smallest plan)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="show what torch.export prints while capturing")
+    parser.set_defaults(run=run)
+
+
+def _layout(text: str) -> tuple[str, str]:
+    model, _, planner = text.rpartition(":")
+    if not model or not planner:
+        raise argparse.ArgumentTypeError(f"expected MODEL:PLANNER, got {text!r}")
+    return model, planner
+
+
+def run(args: argparse.Namespace) -> int:
+    from srbench.cli.plan import _takes
+    from srbench.compare.output import write_report
+    from srbench.compare.run import compare
+    from srbench.compare.summary import summarize
+    from srbench.compare.tables import text_report
+    from srbench.planners import get_planner, planner_names
+    from srbench.registry import unknown_name_message
+
+    known = planner_names()
+    planners = known if args.planners == ["all"] else args.planners
+    unknown = [name for name in planners if name not in known]
+    if unknown:
+        for name in unknown:
+            print(f"srbench compare: {unknown_name_message('planner', name, known)}", file=sys.stderr)
+        return 2
+    try:
+        sources, failures = _sources(args)
+    except LookupError as error:
+        print(f"srbench compare: {error}", file=sys.stderr)
+        return 2
+    if not sources and not failures:
+        print("srbench compare: nothing to compare: no models selected and no --records", file=sys.stderr)
+        return 2
+    options = {name: {"time_limit": args.time_limit} for name in planners if _takes(get_planner(name), "time_limit")}
+    comparison = compare(sources, planners, alignment=args.alignment, options=options)
+    comparison.failures[:0] = failures
+    print(text_report(comparison, summarize(comparison.rows, comparison.planners)))
+    metadata = {"command": "srbench " + " ".join(sys.argv[1:]), "batch": args.batch, "decompose": args.decompose}
+    try:
+        written = write_report(comparison, args.out, layouts=args.layout, metadata=metadata)
+    except ValueError as error:
+        print(f"srbench compare: {error}", file=sys.stderr)
+        return 2
+    print(f"\nwrote {written['json']}, {written['markdown']}, {written['html']} and "
+          f"{len(written) - 3} picture(s) in {args.out / 'compare-figures'}")
+    return 1 if comparison.failures else 0
+
+
+def _sources(args: argparse.Namespace) -> tuple[list, list[str]]:
+    """The sources to compare, and a failure line per selected provider that is unavailable here.
+
+    Raises LookupError (with the known names) for an unknown provider or model name.
+    """
+    from srbench.compare.run import Source
+
+    sources: list[Source] = []
+    failures: list[str] = []
+    zoos = args.zoo or ([] if args.models or args.records else DEFAULT_ZOOS)
+    if zoos or args.models:
+        from srbench.registry import unknown_name_message
+        from srbench.zoo import PROVIDERS, load_zoo
+
+        zoo = load_zoo()
+        for name in zoos:
+            if name not in PROVIDERS.names():
+                raise LookupError(unknown_name_message("model provider", name, PROVIDERS.names()))
+            if name in zoo.unavailable:
+                failures.append(f"model provider {name!r} is unavailable here: {zoo.unavailable[name]}")
+        cases = zoo.select(providers=zoos) if zoos else []
+        if args.models:
+            wanted = [zoo.get(name) for name in args.models]  # UnknownPluginError is a LookupError
+            cases = [case for case in wanted if not zoos or case.provider in zoos]
+        sources += [Source(case.name, case.provider, _model_loader(zoo, case.name, args)) for case in cases]
+    sources += [Source(path.stem, "records", _csv_loader(path)) for path in args.records]
+    return sources, failures
+
+
+def _model_loader(zoo, name: str, args: argparse.Namespace):
+    def load():
+        from srbench.cli.plan import SourceError as PlanSourceError
+        from srbench.cli.plan import _model_records
+        from srbench.compare.run import SourceError
+
+        try:
+            records, _outputs = _model_records(zoo, name, args)
+        except PlanSourceError as error:
+            raise SourceError(str(error)) from error
+        return records
+
+    return load
+
+
+def _csv_loader(path: Path):
+    def load():
+        from srbench.cli.plan import SourceError as PlanSourceError
+        from srbench.cli.plan import _csv_records
+        from srbench.compare.run import SourceError
+
+        try:
+            return _csv_records(path)
+        except PlanSourceError as error:
+            raise SourceError(str(error)) from error
+
+    return load
+
