@@ -1,24 +1,14 @@
-"""``srbench models``: the aligned table, the JSON document, unavailable providers, bad filters."""
+"""``srbench models``: the aligned table, the JSON document, bad filters (unavailable providers:
+test_zoo_torchvision)."""
 
 from __future__ import annotations
 
 import json
-import sys
-
-import pytest
 
 from srbench.cli import main
 from srbench.zoo import load_zoo
 
 BUILTIN_COUNTS = {"resnet18": 11_689_512, "resnet50": 25_557_032, "mobilenet_v2": 3_504_872}
-
-
-@pytest.fixture
-def torchvision_fails(monkeypatch):
-    monkeypatch.setitem(sys.modules, "torchvision", None)
-    load_zoo.cache_clear()
-    yield
-    load_zoo.cache_clear()
 
 
 def test_table_lists_every_case_aligned(capsys):
@@ -43,16 +33,6 @@ def test_json_document(capsys):
     for name, count in BUILTIN_COUNTS.items():
         assert models[name]["parameters"] == count and models[name]["parameters_source"] == "counted"
     assert all(model["available"] and model["reason"] is None for model in models.values())
-
-
-def test_unimportable_torchvision_shows_the_reason_and_the_published_count(torchvision_fails, capsys):
-    assert main(["models", "--provider", "torchvision", "--provider", "builtin"]) == 0
-    out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if line.startswith("tv_resnet50 "))
-    assert "25,557,032*" in row
-    assert row.endswith("no: cannot import torchvision: ModuleNotFoundError: import of torchvision halted; None in sys.modules")
-    assert "* published count; the model cannot be built here" in out
-    assert any(line.startswith("resnet50 ") and line.endswith("yes") for line in out.splitlines())
 
 
 def test_unknown_filter_names_the_nearest(capsys):

@@ -26,9 +26,8 @@ def test_builtin_provider_is_available_with_every_architecture():
     ("name", "parameters"), [("resnet18", 11_689_512), ("resnet50", 25_557_032), ("mobilenet_v2", 3_504_872)]
 )
 def test_published_parameter_counts(name, parameters):
-    case = load_zoo().get(name)
-    assert case.parameter_count() == parameters
-    assert sum(p.numel() for p in case.model().parameters()) == parameters
+    """Counted on the meta device; test_zoo_cases checks that equals the count of a real build."""
+    assert load_zoo().get(name).parameter_count() == parameters
 
 
 def test_gpt_decoder_is_causal():

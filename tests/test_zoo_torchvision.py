@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from srbench.cli import main
 from srbench.zoo import ModelUnavailable, build_zoo, load_zoo
 from srbench_models import builtin, hf, tv
 
@@ -55,6 +56,16 @@ def test_catalog_names_are_known_without_importing_torchvision(torchvision_fails
     }
     assert all(case.published_parameters for case in tv.CASES)
     assert not {case.name for case in tv.CASES} & {case.name for case in [*builtin.provider.catalog(), *hf.CASES]}
+
+
+def test_unimportable_torchvision_shows_the_reason_and_the_published_count(torchvision_fails, capsys):
+    assert main(["models", "--provider", "torchvision", "--provider", "builtin"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("tv_resnet50 "))
+    assert "25,557,032*" in row
+    assert row.endswith("no: cannot import torchvision: ModuleNotFoundError: import of torchvision halted; None in sys.modules")
+    assert "* published count; the model cannot be built here" in out
+    assert any(line.startswith("resnet50 ") and line.endswith("yes") for line in out.splitlines())
 
 
 def test_torchvision_resnet50_weights_give_the_builtin_resnet50_identical_outputs():
