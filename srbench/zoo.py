@@ -170,7 +170,12 @@ def _catalog(provider: object) -> list[ModelCase]:
 
 
 def build_zoo(providers: Sequence[tuple[str, Callable[[], object]]]) -> Zoo:
-    """A zoo from ``(name, load)`` pairs; a provider that fails to load or to work is reported, not fatal."""
+    """A zoo from ``(name, load)`` pairs; a provider that fails to load or to work is reported, not fatal.
+
+    Any exception counts as failing (a library built for another torch raises RuntimeError or
+    OSError on import, not only ImportError): the provider's cases are listed as unavailable
+    with the reason, and ``srbench models`` shows it, so a genuine bug is visible, not hidden.
+    """
     cases: dict[str, ModelCase] = {}
     unavailable: dict[str, str] = {}
     unavailable_cases: dict[str, ModelCase] = {}
@@ -191,7 +196,7 @@ def build_zoo(providers: Sequence[tuple[str, Callable[[], object]]]) -> Zoo:
             continue
         try:
             provided = provider.cases()
-        except (ProviderUnavailable, ImportError) as error:
+        except Exception as error:  # noqa: BLE001 - e.g. a library built for another torch raising OSError
             unavailable[name] = str(error) if isinstance(error, ProviderUnavailable) else f"{type(error).__name__}: {error}"
             for case in _catalog(provider):
                 add(unavailable_cases, case, name)

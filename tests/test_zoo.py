@@ -49,6 +49,17 @@ def test_any_exception_while_importing_a_requirement_makes_the_provider_unavaila
         CatalogProvider("p", entries=(), requires=("srbench_fake_lib",)).check()
 
 
+def test_any_error_from_cases_disables_only_that_provider():
+    class Crashing(CatalogProvider):
+        def cases(self):
+            raise OSError("undefined symbol: _ZN3c10")
+
+    crashing = Crashing("crashing", entries=(tiny_case("crash", "crashing"),))
+    zoo = build_zoo([("crashing", lambda: crashing), ("working", lambda: CatalogProvider("working", (tiny_case("tiny", "working"),)))])
+    assert zoo.unavailable == {"crashing": "OSError: undefined symbol: _ZN3c10"}
+    assert list(zoo.unavailable_cases) == ["crash"] and list(zoo.cases) == ["tiny"]
+
+
 def test_a_provider_raising_unavailable_without_a_catalog_lists_nothing():
     class Refusing:
         name = "refusing"

@@ -46,6 +46,8 @@ def rows(providers: Sequence[str] | None = None, families: Sequence[str] | None 
                 "parameters_source": source,
                 "batch_size": case.batch_size,
                 "dtype": str(case.dtype).removeprefix("torch."),
+                "rtol": case.rtol,
+                "atol": case.atol,
                 "available": entry.available,
                 "reason": entry.reason,
                 "description": case.description,
