@@ -1,0 +1,138 @@
+"""The exact planner: optimal where the optimum is known, honest about what it proved, never
+worse than greedy by size, and within its time limit."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from srbench.memory.minimalloc_csv import read_records
+from srbench.memory.records import TensorUsageRecord as R
+from srbench.memory.records import lower_bound, validate_plan
+from srbench.memory.synthetic import synthetic_records
+from srbench.planners import exact, greedy_by_size, plan_memory
+
+DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "minimalloc"
+
+# Greedy by size places the two 128-byte tensors t0 and t1 first (at 0 and 128), then t4 above
+# t0 (it cannot go under t1's lifetime), which pushes t2 to 256 and the slab to 448 bytes; the
+# optimum stacks everything within the lower bound, 320.
+GREEDY_TRAP = [
+    R("t0", 1, 4, 128),
+    R("t1", 1, 3, 128),
+    R("t2", 5, 5, 192),
+    R("t3", 2, 4, 64),
+    R("t4", 4, 6, 128),
+]
+
+
+def skyline_optimum(records: list[R]) -> int:
+    """The optimum by brute force, independent of the planner: sorting an optimal packing by
+    offset and dropping each tensor onto the ones below it never raises the total, so the best
+    over every order of "place on top of the overlapping tensors placed so far" is optimal."""
+    best = None
+    for order in itertools.permutations(records):
+        placed: list[tuple[R, int]] = []
+        for record in order:
+            offset = max((o + p.size for p, o in placed if p.overlaps_in_time(record)), default=0)
+            placed.append((record, offset))
+        total = max(o + p.size for p, o in placed)
+        best = total if best is None else min(best, total)
+    return best
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_search():
+    """Load (or compile) the numba core once, so timing tests measure the search alone."""
+    exact.plan(GREEDY_TRAP, time_limit=5)
+
+
+def test_finds_the_optimum_where_greedy_by_size_does_not():
+    assert greedy_by_size.plan(GREEDY_TRAP).total_bytes == 448
+    result = plan_memory(GREEDY_TRAP, "exact")  # validated
+    assert skyline_optimum(GREEDY_TRAP) == 320 == lower_bound(GREEDY_TRAP)
+    assert result.plan.total_bytes == 320
+    assert result.plan.proven_optimal
+    assert result.plan.notes["start_total"] == 448
+    assert result.plan.notes["stopped"] == "optimal"
+
+
+def test_matches_brute_force_on_random_small_instances():
+    rng = random.Random(2024)
+    for _ in range(40):
+        records = [
+            R(f"t{i}", first, first + rng.randint(0, 3), 64 * rng.randint(1, 5))
+            for i, first in enumerate(rng.randint(0, 6) for _ in range(6))
+        ]
+        plan = exact.plan(records, time_limit=5)
+        validate_plan(records, plan)
+        assert plan.proven_optimal, records
+        assert plan.total_bytes == skyline_optimum(records), records
+
+
+def test_proves_an_optimum_above_the_lower_bound_by_exhausting_smaller_capacities():
+    # Sizes of 10 bytes at 64-byte alignment: 20 bytes are alive at once, but the second tensor
+    # cannot start before offset 64, so 74 is optimal and every capacity below must be refuted.
+    records = [R("a", 0, 1, 10), R("b", 1, 2, 10)]
+    plan = exact.plan(records, alignment=64)
+    assert lower_bound(records) == 20
+    assert plan.total_bytes == 74
+    assert plan.proven_optimal
+    assert plan.notes["proven_lower_bound"] == 74
+    assert plan.notes["gap"] == 0.0
+
+
+def test_a_time_limited_answer_is_not_called_optimal_and_says_how_far_off_it_may_be():
+    records = read_records(DATA / "D.1048576.csv")  # lower bound 986,112; no proof in a second
+    plan = exact.plan(records, alignment=1, time_limit=0.5)
+    validate_plan(records, plan, alignment=1)
+    assert not plan.proven_optimal
+    assert plan.notes["stopped"] == "time limit"
+    assert plan.notes["lower_bound"] == 986112
+    assert plan.notes["proven_lower_bound"] < plan.total_bytes
+    assert plan.notes["gap"] == pytest.approx(plan.total_bytes / plan.notes["proven_lower_bound"] - 1)
+
+
+def test_keeps_its_time_limit():
+    records = read_records(DATA / "D.1048576.csv")
+    started = time.perf_counter()
+    exact.plan(records, alignment=1, time_limit=1.0)
+    assert time.perf_counter() - started < 1.0 + 0.5  # one slice of search plus building the result
+
+
+@pytest.mark.parametrize("records", [synthetic_records(300, seed=1), read_records(DATA / "F.1048576.csv")])
+def test_never_worse_than_greedy_by_size(records):
+    greedy = greedy_by_size.plan(records, alignment=1).total_bytes
+    result = plan_memory(records, "exact", alignment=1, time_limit=1.0)
+    assert result.plan.total_bytes <= greedy
+    assert result.plan.notes["start_total"] == greedy
+
+
+def test_fits_a_minimalloc_instance_within_its_capacity_and_proves_it():
+    records = read_records(DATA / "C.1048576.csv")  # greedy by size needs 1.35x the capacity
+    result = plan_memory(records, "exact", alignment=1, time_limit=30)
+    assert result.plan.total_bytes == result.lower_bound == 1039360 <= 1048576
+    assert result.plan.proven_optimal
+
+
+def test_offsets_keep_the_alignment_and_zero_size_tensors_sit_at_zero():
+    records = [R("a", 0, 2, 100), R("b", 1, 3, 30), R("c", 2, 2, 70), R("empty", 0, 3, 0)]
+    plan = exact.plan(records, alignment=64)
+    validate_plan(records, plan, alignment=64)
+    assert all(offset % 64 == 0 for offset in plan.offsets.values())
+    assert plan.offsets["empty"] == 0
+
+
+def test_no_records_is_an_empty_proven_plan():
+    plan = exact.plan([])
+    assert plan.total_bytes == 0 and plan.proven_optimal and plan.offsets == {}
+
+
+@pytest.mark.parametrize("limit", [0, -1.0, "10", True])
+def test_a_bad_time_limit_is_rejected(limit):
+    with pytest.raises(ValueError, match="time_limit must be a positive number of seconds"):
+        exact.plan(GREEDY_TRAP, time_limit=limit)

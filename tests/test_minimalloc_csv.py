@@ -1,0 +1,89 @@
+"""MiniMalloc's CSV format: half-open lifetimes in the file, inclusive ones in srbench's records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from srbench.memory.minimalloc_csv import MiniMallocCsvError, read_records, write_records
+from srbench.memory.records import RecordError, TensorUsageRecord, lower_bound
+
+DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "minimalloc"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "instance.csv"
+    path.write_text(text)
+    return path
+
+
+def test_upper_is_exclusive_in_the_file_and_last_is_inclusive_in_records(tmp_path):
+    path = write(tmp_path, "id,lower,upper,size\nx,0,3,128\ny,3,4,64\n")
+    assert read_records(path) == [
+        TensorUsageRecord("x", 0, 2, 128),
+        TensorUsageRecord("y", 3, 3, 64),
+    ]
+
+
+def test_write_then_read_gives_the_same_records_and_the_file_says_upper(tmp_path):
+    records = [TensorUsageRecord("a", 0, 0, 64), TensorUsageRecord("b", 2, 7, 1000)]
+    path = tmp_path / "out" / "records.csv"
+    write_records(records, path)
+    assert path.read_text() == "id,lower,upper,size\na,0,1,64\nb,2,8,1000\n"
+    assert read_records(path) == records
+
+
+def test_columns_are_found_by_header_and_a_solution_offset_column_is_ignored(tmp_path):
+    path = write(tmp_path, "size,upper,offset,lower,id\n256,5,0,1,t\n")
+    assert read_records(path) == [TensorUsageRecord("t", 1, 4, 256)]
+
+
+def test_write_replaces_atomically_and_leaves_the_old_file_when_records_are_bad(tmp_path):
+    path = tmp_path / "records.csv"
+    write_records([TensorUsageRecord("a", 0, 1, 64)], path)
+    with pytest.raises(RecordError, match="inverted lifetime"):
+        write_records([TensorUsageRecord("bad", 5, 1, 64)], path)
+    assert read_records(path) == [TensorUsageRecord("a", 0, 1, 64)]
+    write_records([TensorUsageRecord("b", 0, 0, 32)], path)
+    assert read_records(path) == [TensorUsageRecord("b", 0, 0, 32)]
+    assert [p.name for p in tmp_path.iterdir()] == ["records.csv"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", r"empty file, expected a header line id,lower,upper,size"),
+        ("id,lower,size\n", r":1: .*missing \['upper'\]"),
+        ("id,lower,upper,size,alignment\n", r":1: .*unknown \['alignment'\]"),
+        ("id,lower,upper,size\na,0,2,64\nb,1,x,64\n", r":3: column 'upper' must be an integer, got 'x'"),
+        ("id,lower,upper,size\na,0,2\n", r":2: expected 4 fields"),
+        ("id,lower,upper,size\na,2,2,64\n", r":2: buffer 'a' has an empty or inverted lifetime \[2, 2\)"),
+        ("id,lower,upper,size\na,0,2,-1\n", r":2: buffer 'a' has negative size -1"),
+        ("id,lower,upper,size\na,-1,2,8\n", r":2: buffer 'a' has negative lower -1"),
+        ("id,lower,upper,size\na,0,2,64\na,1,3,64\n", r":3: duplicate id 'a' \(first on line 2\)"),
+        ("id,lower,upper,size\n,0,2,64\n", r":2: empty id"),
+    ],
+)
+def test_malformed_files_are_rejected_naming_file_and_line(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(MiniMallocCsvError, match=message) as caught:
+        read_records(path)
+    assert str(path) in str(caught.value)
+    assert isinstance(caught.value, RecordError)  # callers catching record errors see it too
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(MiniMallocCsvError, match=r"missing\.csv: cannot read MiniMalloc CSV"):
+        read_records(tmp_path / "missing.csv")
+
+
+def test_the_shipped_minimalloc_instances_load_with_their_published_lower_bounds():
+    loaded = {path.name: read_records(path) for path in sorted(DATA.glob("*.csv"))}
+    assert sorted(loaded) == [f"{letter}.1048576.csv" for letter in "ABCDEF"]
+    assert len(loaded["A.1048576.csv"]) == 154
+    assert loaded["A.1048576.csv"][0] == TensorUsageRecord("0", 995328, 1000447, 656384)
+    # The file name's capacity is at least the lower bound, and reached by most (README).
+    bounds = {name: lower_bound(records) for name, records in loaded.items()}
+    assert all(bound <= 1048576 for bound in bounds.values())
+    assert sum(bound == 1048576 for bound in bounds.values()) == 4
