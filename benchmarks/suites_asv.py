@@ -1,0 +1,126 @@
+"""asv benchmarks generated from srbench's suite files: one parameter value per suite case.
+
+The cases come from ``suites/*.yaml`` through ``srbench.suites.load_suite`` (the files pytest
+runs), chosen by ``SRBENCH_ASV_SUITES`` (default ``quick``, the CI suite; e.g.
+``SRBENCH_ASV_SUITES=full`` or ``quick,planners``) and optionally narrowed by a regular expression
+on the case id in ``SRBENCH_ASV_CASES``. For every case:
+
+- ``EndToEnd.time_run``: latency of one call of the prepared runtime (asv's timer);
+- ``EndToEnd.peakmem_run``: asv's peak resident memory of the benchmark process (it includes
+  importing torch and preparing the runtime, so it tracks the whole footprint of running a case);
+- ``Memory.track_*``: the runtime's planned bytes, their ratio to the lower bound, allocations
+  per steady-state call and the peak of what one call allocates (``torch.profiler``);
+- ``OpTime.track_op_time``: seconds per call spent in each kind of node (``total``: all of them).
+
+Preparing and profiling a case is the expensive part. asv needs the node kinds as parameters
+when it imports this module, and ``setup_cache`` is not parametrized, so each case is measured
+once per version of the code, in a subprocess, and cached under ``.asv/measurements``
+(``srbench.asv_tracking.case_measurements``); the ``track_`` benchmarks read that cache. The
+timed benchmarks prepare their case in ``setup``, outside the timing. A case that does not apply
+here (unsupported runtime, no GPU) shows as n/a; one that fails is recorded as failed for that
+case only.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from srbench.asv_tracking.case_measurements import CaseMetrics, default_cache_dir, load_or_measure
+from srbench.asv_tracking.suite_selection import CASES_VARIABLE, selected_cases
+from srbench.asv_tracking.tracked_metrics import not_applicable_errors, prepare, unavailable_device
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CASES = selected_cases(REPO_ROOT / "suites")
+if not CASES:
+    raise LookupError(f"the selected suites have no case (check {CASES_VARIABLE} and the suite files)")
+CASE_IDS = list(CASES)
+METRICS = load_or_measure(list(CASES.values()), default_cache_dir(REPO_ROOT))
+TOTAL = "total"
+NODE_KINDS = sorted({kind for metrics in METRICS.values() for kind in metrics.op_seconds_by_kind}) + [TOTAL]
+
+
+def _measured(case_id: str) -> CaseMetrics | None:
+    """The case's cached metrics; ``None`` when the case does not apply here; raises on failure."""
+    metrics = METRICS[case_id]
+    if metrics.failure is not None:
+        raise RuntimeError(f"measuring case {case_id} failed:\n{metrics.failure}")
+    return None if metrics.skipped else metrics
+
+
+def _number(value: float | None) -> float:
+    """asv stores NaN as "n/a": for numbers a runtime does not have (eager plans no memory)."""
+    return math.nan if value is None else float(value)
+
+
+class EndToEnd:
+    """The prepared runtime of one case, called on the case's first inputs."""
+
+    params = [CASE_IDS]
+    param_names = ["case"]
+    timeout = 600
+
+    def setup(self, case_id: str) -> None:
+        spec = CASES[case_id]
+        reason = unavailable_device(spec)
+        if reason:
+            raise NotImplementedError(reason)  # asv: skipped
+        try:
+            self.prepared = prepare(spec)
+        except not_applicable_errors() as error:
+            raise NotImplementedError(f"{type(error).__name__}: {error}") from error
+        self.prepared.run()  # warm-up: first calls allocate and initialise lazily
+
+    def time_run(self, case_id: str) -> None:
+        self.prepared.run()
+
+    def peakmem_run(self, case_id: str) -> None:
+        self.prepared.run()
+
+
+class Memory:
+    """The case's memory plan and what one steady-state call allocates (cached measurement)."""
+
+    params = [CASE_IDS]
+    param_names = ["case"]
+
+    def track_planned_bytes(self, case_id: str) -> float:
+        metrics = _measured(case_id)
+        return _number(metrics and metrics.planned_bytes)
+
+    track_planned_bytes.unit = "bytes"
+
+    def track_lower_bound_ratio(self, case_id: str) -> float:
+        metrics = _measured(case_id)
+        return _number(metrics and metrics.lower_bound_ratio)
+
+    track_lower_bound_ratio.unit = "planned/lower bound"
+
+    def track_allocations_per_run(self, case_id: str) -> float:
+        metrics = _measured(case_id)
+        return _number(metrics and metrics.allocations_per_run)
+
+    track_allocations_per_run.unit = "allocations"
+
+    def track_observed_peak_bytes(self, case_id: str) -> float:
+        metrics = _measured(case_id)
+        return _number(metrics and metrics.observed_peak_bytes)
+
+    track_observed_peak_bytes.unit = "bytes"
+
+
+class OpTime:
+    """Seconds per call spent in each kind of node (``torch.profiler`` or the runtime's own)."""
+
+    params = [CASE_IDS, NODE_KINDS]
+    param_names = ["case", "node_kind"]
+
+    def track_op_time(self, case_id: str, node_kind: str) -> float:
+        metrics = _measured(case_id)
+        if metrics is None:
+            return math.nan
+        if node_kind == TOTAL:
+            return sum(metrics.op_seconds_by_kind.values())
+        return _number(metrics.op_seconds_by_kind.get(node_kind))
+
+    track_op_time.unit = "seconds"

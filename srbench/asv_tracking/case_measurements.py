@@ -1,0 +1,186 @@
+"""Each tracked case measured once per code version, kept on disk for asv's processes.
+
+asv needs every benchmark's parameters when it imports the benchmark module, and the node kinds
+of a case's per-op profile are only known once the case has run; asv also imports the module in
+a fresh process per benchmark, and ``setup_cache`` is not parametrized. So the expensive part
+(preparing the runtime, profiling it, reading its memory plan) runs here once per case and
+version of the code, in a subprocess (one for all the cases still to measure, so torch is
+imported once; a case that crashes or hangs it is recorded as failed and a new subprocess takes
+the rest), and the numbers are written to a JSON file per case that every later import reads. Failures are not
+cached: their cause may lie outside the code (a missing package, a busy machine).
+
+The cache key covers what the numbers depend on: the case's settings, the source of the
+installed ``srbench`` and ``srbench_models`` packages, the torch version and the interpreter.
+Only the newest few code versions are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Sequence
+
+from srbench.asv_tracking.atomic_json import atomic_write_text
+from srbench.suites import CaseSpec
+
+CACHE_VARIABLE = "SRBENCH_ASV_CACHE"
+MEASURE_TIMEOUT_VARIABLE = "SRBENCH_ASV_MEASURE_TIMEOUT"
+DEFAULT_MEASURE_TIMEOUT_S = 900.0
+KEPT_CODE_VERSIONS = 8
+_FORMAT_VERSION = 1
+_LINE_PREFIX = "srbench-case-metrics "  # marks the subprocess's result lines among other output
+
+
+@dataclass(frozen=True)
+class CaseMetrics:
+    """The tracked numbers of one case. ``None`` where the runtime has no such number
+    (eager plans no memory). ``allocations_per_run`` and ``observed_peak_bytes`` are what
+    ``torch.profiler`` saw in one steady-state call; ``failure`` holds the error of a case that could not be measured
+    and ``skipped`` the reason of one that does not apply here (an unsupported runtime)."""
+
+    case_id: str
+    planned_bytes: int | None = None
+    lower_bound_bytes: int | None = None
+    allocations_per_run: float | None = None
+    observed_peak_bytes: int | None = None
+    op_seconds_by_kind: dict[str, float] = field(default_factory=dict)
+    failure: str | None = None
+    skipped: str | None = None
+
+    @property
+    def lower_bound_ratio(self) -> float | None:
+        if self.planned_bytes is None or not self.lower_bound_bytes:
+            return None
+        return self.planned_bytes / self.lower_bound_bytes
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CaseMetrics:
+        return cls(**data)
+
+
+def default_cache_dir(repo_root: Path) -> Path:
+    return Path(os.environ.get(CACHE_VARIABLE) or repo_root / ".asv" / "measurements")
+
+
+def _package_source_digest(module_names: Iterable[str]) -> str:
+    digest = hashlib.sha256()
+    for module_name in module_names:
+        spec = importlib.util.find_spec(module_name)
+        if spec is None or not spec.submodule_search_locations:
+            digest.update(f"{module_name}:absent".encode())
+            continue
+        for root in spec.submodule_search_locations:
+            for source in sorted(Path(root).rglob("*.py")):
+                digest.update(str(source.relative_to(root)).encode())
+                digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def code_fingerprint() -> str:
+    """What the measurements of a given case depend on besides the case itself."""
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "absent"
+    parts = [str(_FORMAT_VERSION), _package_source_digest(["srbench", "srbench_models"]), torch_version, sys.executable]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+
+
+def case_file_name(case: CaseSpec) -> str:
+    settings = json.dumps(case.to_json(), sort_keys=True, default=str)
+    return hashlib.sha256(settings.encode()).hexdigest()[:24] + ".json"
+
+
+def measure_in_subprocess(cases: Sequence[CaseSpec], timeout_s: float) -> list[CaseMetrics]:
+    """Measure ``cases`` in fresh interpreters, in order, one :class:`CaseMetrics` per case.
+
+    The subprocess prints one JSON line per case as it finishes it, so when it dies or exceeds
+    ``timeout_s`` per case, the cases before are kept, the one it was on is recorded as failed,
+    and a new subprocess takes the rest.
+    """
+    results: list[CaseMetrics] = []
+    remaining = list(cases)
+    while remaining:
+        command = [sys.executable, "-m", __name__]
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        request = json.dumps([case.to_json() for case in remaining])
+        try:
+            stdout, stderr = process.communicate(request, timeout=timeout_s * len(remaining))
+            problem = f"measuring exited with status {process.returncode}"
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+            problem = f"measuring took longer than {timeout_s:.0f} s per case ({MEASURE_TIMEOUT_VARIABLE})"
+        finished = [
+            CaseMetrics.from_json(json.loads(line[len(_LINE_PREFIX):]))
+            for line in stdout.splitlines()
+            if line.startswith(_LINE_PREFIX)
+        ]
+        results += finished
+        remaining = remaining[len(finished):]
+        if remaining:
+            tail = "\n".join(stderr.strip().splitlines()[-15:])
+            results.append(CaseMetrics(remaining[0].id, failure=f"{problem}:\n{tail}"))
+            remaining = remaining[1:]
+    return results
+
+
+def _prune(cache_dir: Path, keep: Path) -> None:
+    """Remove all but the newest code versions' folders (``keep`` among them)."""
+    versions = sorted((p for p in cache_dir.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in [p for p in versions if p != keep][KEPT_CODE_VERSIONS - 1:]:
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def load_or_measure(cases: Sequence[CaseSpec], cache_dir: Path) -> dict[str, CaseMetrics]:
+    """The metrics of every case, measuring (and caching) only those not measured before."""
+    version_dir = Path(cache_dir) / code_fingerprint()
+    cached: dict[str, CaseMetrics] = {}
+    for case in cases:
+        try:
+            data = json.loads((version_dir / case_file_name(case)).read_text(encoding="utf-8"))
+            cached[case.id] = CaseMetrics.from_json(data)
+        except (OSError, ValueError, TypeError):
+            pass
+    missing = [case for case in cases if case.id not in cached]
+    if missing:
+        timeout_s = float(os.environ.get(MEASURE_TIMEOUT_VARIABLE) or DEFAULT_MEASURE_TIMEOUT_S)
+        for case, metrics in zip(missing, measure_in_subprocess(missing, timeout_s)):
+            if metrics.failure is None:
+                atomic_write_text(version_dir / case_file_name(case), json.dumps(asdict(metrics), indent=1, sort_keys=True))
+            cached[case.id] = metrics
+        _prune(Path(cache_dir), keep=version_dir)
+    return {case.id: cached[case.id] for case in cases}
+
+
+def main() -> int:
+    """Subprocess entry point: read a JSON list of ``CaseSpec.to_json()`` on stdin and print one
+    line of metrics per case as soon as it is measured. An exception in one case is that case's
+    failure; the others go on."""
+    import traceback
+
+    from srbench.asv_tracking.tracked_metrics import case_from_json, measure
+
+    for data in json.load(sys.stdin):
+        spec = case_from_json(data)
+        try:
+            metrics = measure(spec)
+        except Exception:  # recorded as this case's failure, reported by asv for this case only
+            metrics = CaseMetrics(spec.id, failure=traceback.format_exc(limit=8))
+        print(_LINE_PREFIX + json.dumps(asdict(metrics)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

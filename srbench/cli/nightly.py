@@ -1,0 +1,59 @@
+"""``srbench nightly``: run asv on the commits not measured yet, publish, flag regressions.
+
+Exit status for a scheduler: 0 no regression, 1 a benchmark got worse by more than ``--factor``
+(or newly fails), 2 the job could not run. See :mod:`srbench.asv_tracking.nightly`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "asv.conf.json"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "nightly",
+        help="asv: measure new commits, publish the HTML, exit 1 on a regression",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="asv configuration (default: %(default)s)")
+    parser.add_argument("--factor", type=float, default=None,
+                        help="a benchmark is a regression when it is this many times worse (default 1.1)")
+    parser.add_argument("--machine", default=None, help="asv machine name (default: the one in ~/.asv-machine.json, or the host name)")
+    parser.add_argument("-E", "--environment", default=None,
+                        help="asv environment spec, e.g. existing:.venv/bin/python to measure the installed HEAD "
+                             "(default: asv builds each commit into the configuration's virtualenv)")
+    parser.add_argument("--python", dest="python_same", action="store_const", const="existing", default=None,
+                        help="same as -E existing (asv's --python=same): the interpreter running srbench")
+    parser.add_argument("--max-commits", type=int, default=10, help="measure at most this many new commits (the newest)")
+    parser.add_argument("--quick", action="store_true", help="asv --quick: each benchmark once (a smoke run)")
+    parser.add_argument("--no-publish", dest="publish", action="store_false", help="skip asv publish")
+    parser.add_argument("--suites", default=None,
+                        help="suite files or names asv tracks, comma-separated (SRBENCH_ASV_SUITES; default quick)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from srbench.asv_tracking.nightly import NightlyOptions, run_nightly
+    from srbench.asv_tracking.regressions import DEFAULT_FACTOR
+
+    if not args.config.is_file():
+        print(f"error: no asv configuration at {args.config}")
+        return 2
+    if args.factor is not None and args.factor <= 1.0:
+        print(f"error: --factor must be greater than 1 (e.g. 1.1 for 10%), got {args.factor}")
+        return 2
+    options = NightlyOptions(
+        config=args.config.absolute(),
+        factor=args.factor or DEFAULT_FACTOR,
+        machine=args.machine,
+        environment=args.environment or args.python_same,
+        max_commits=args.max_commits,
+        quick=args.quick,
+        publish=args.publish,
+        suites=args.suites,
+    )
+    return run_nightly(options)
