@@ -93,3 +93,13 @@ def test_select_filters_by_provider_and_family():
     vision = zoo.select(providers=["builtin"], families=["vision"])
     assert {case.name for case in vision} == {"resnet18", "resnet50", "mobilenet_v2"}
     assert zoo.select(providers=["nobody"]) == []
+
+
+def test_missing_transformers_lists_its_cases_as_unavailable(monkeypatch):
+    from srbench_models import builtin, hf
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    zoo = build_zoo([("builtin", lambda: builtin.provider), ("transformers", lambda: hf.provider)])
+    assert zoo.unavailable == {"transformers": "cannot import transformers: ModuleNotFoundError: import of transformers halted; None in sys.modules"}
+    assert {"hf_bert", "hf_gpt2", "hf_vit", "hf_resnet18"} <= set(zoo.unavailable_cases)
+    assert "resnet50" in zoo.cases
