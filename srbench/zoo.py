@@ -113,7 +113,7 @@ class CatalogProvider:
             try:
                 importlib.import_module(module)
             except Exception as error:  # noqa: BLE001 - any failure to import means unavailable
-                raise ProviderUnavailable(f"cannot import {module}: {type(error).__name__}: {error}") from error
+                raise ProviderUnavailable(f"cannot import {module}: {_reason(error)}") from error
 
     def cases(self) -> list[ModelCase]:
         self.check()
@@ -164,6 +164,11 @@ class Zoo:
         return sorted(listed, key=lambda entry: (entry.case.provider, entry.case.name))
 
 
+def _reason(error: Exception) -> str:
+    """ProviderUnavailable already says why; anything else is named by its type."""
+    return str(error) if isinstance(error, ProviderUnavailable) else f"{type(error).__name__}: {error}"
+
+
 def _catalog(provider: object) -> list[ModelCase]:
     catalog = getattr(provider, "catalog", None)
     return list(catalog()) if callable(catalog) else []
@@ -192,12 +197,12 @@ def build_zoo(providers: Sequence[tuple[str, Callable[[], object]]]) -> Zoo:
         try:
             provider = load()
         except Exception as error:  # noqa: BLE001 - a broken plugin module disables only itself
-            unavailable[name] = f"{type(error).__name__}: {error}"
+            unavailable[name] = _reason(error)
             continue
         try:
             provided = provider.cases()
         except Exception as error:  # noqa: BLE001 - e.g. a library built for another torch raising OSError
-            unavailable[name] = str(error) if isinstance(error, ProviderUnavailable) else f"{type(error).__name__}: {error}"
+            unavailable[name] = _reason(error)
             for case in _catalog(provider):
                 add(unavailable_cases, case, name)
             continue

@@ -39,7 +39,9 @@ class OutputOf(nn.Module):
         return getattr(self.model(*inputs), self.field)
 
 
-def from_config(model_class: str, config_class: str, field: str, model_options: dict[str, Any] | None = None, **config: Any) -> Callable[[], nn.Module]:
+def from_config(
+    model_class: str, config_class: str, field: str, model_options: dict[str, Any] | None = None, **config: Any
+) -> Callable[[], nn.Module]:
     """A build function for ``model_class(config_class(**config))``; transformers is imported when it runs."""
 
     def build() -> nn.Module:
@@ -60,21 +62,26 @@ CASES = (
         family="language",
         build=from_config("BertModel", "BertConfig", "last_hidden_state", NO_POOLER, **SMALL_ENCODER),
         make_inputs=tokens(30522, batch_size=1, lengths=(128, 64)),
-        description="BertModel, BERT-mini size (4 layers, width 256, 4 heads, FF 1024, vocab 30522); 128 tokens, shape 1 64",
+        description="BertModel, BERT-mini size (4 layers, width 256, 4 heads, FF 1024, vocab 30522); "
+        "128 tokens, shape 1 64",
     ),
     hf_case(
         name="hf_gpt2",
         family="language",
         build=from_config("GPT2LMHeadModel", "GPT2Config", "logits", n_layer=4, n_embd=256, n_head=4),
         make_inputs=tokens(50257, batch_size=1, lengths=(128, 64)),
-        description="GPT2LMHeadModel, 4 layers, width 256, 4 heads (GPT-2 small: 12/768/12), vocab 50257; 128 tokens, shape 1 64",
+        description="GPT2LMHeadModel, 4 layers, width 256, 4 heads (GPT-2 small: 12/768/12), vocab 50257; "
+        "128 tokens, shape 1 64",
     ),
     hf_case(
         name="hf_vit",
         family="vision",
-        build=from_config("ViTForImageClassification", "ViTConfig", "logits", num_labels=1000, **SMALL_ENCODER),
+        build=from_config(
+            "ViTForImageClassification", "ViTConfig", "logits", num_labels=1000, **SMALL_ENCODER
+        ),
         make_inputs=images(batch_size=1, sizes=(224, 224)),
-        description="ViTForImageClassification, 4 layers, width 256, 4 heads, 16x16 patches (ViT-B: 12/768/12); 224x224, shape 1 batch 2",
+        description="ViTForImageClassification, 4 layers, width 256, 4 heads, 16x16 patches "
+        "(ViT-B: 12/768/12); 224x224, shape 1 batch 2",
     ),
     hf_case(
         name="hf_resnet18",
@@ -84,21 +91,28 @@ CASES = (
             layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512], num_labels=1000,
         ),
         make_inputs=images(batch_size=1),
-        description="ResNetForImageClassification in ResNet-18's layout (basic blocks 2-2-2-2, widths 64-512); 224x224, shape 1 160x160",
+        description="ResNetForImageClassification in ResNet-18's layout (basic blocks 2-2-2-2, "
+        "widths 64-512); 224x224, shape 1 160x160",
     ),
     hf_case(
         name="hf_distilbert",
         family="language",
-        build=from_config("DistilBertModel", "DistilBertConfig", "last_hidden_state", dim=256, n_layers=4, n_heads=4, hidden_dim=1024),
+        build=from_config(
+            "DistilBertModel", "DistilBertConfig", "last_hidden_state", dim=256, n_layers=4, n_heads=4, hidden_dim=1024
+        ),
         make_inputs=tokens(30522, batch_size=1, lengths=(128, 64)),
-        description="DistilBertModel, 4 layers, width 256, 4 heads, FF 1024 (default: 6/768/12), vocab 30522; 128 tokens, shape 1 64",
+        description="DistilBertModel, 4 layers, width 256, 4 heads, FF 1024 (default: 6/768/12), vocab 30522; "
+        "128 tokens, shape 1 64",
     ),
     hf_case(
         name="hf_t5_encoder",
         family="language",
-        build=from_config("T5EncoderModel", "T5Config", "last_hidden_state", d_model=256, num_layers=4, num_heads=4, d_kv=64, d_ff=1024),
+        build=from_config(
+            "T5EncoderModel", "T5Config", "last_hidden_state", d_model=256, num_layers=4, num_heads=4, d_kv=64, d_ff=1024
+        ),
         make_inputs=tokens(32128, batch_size=1, lengths=(128, 64)),
-        description="T5EncoderModel, 4 layers, width 256, 4 heads, FF 1024, relative position buckets (T5-small: 6/512/8); 128 tokens, shape 1 64",
+        description="T5EncoderModel, 4 layers, width 256, 4 heads, FF 1024, relative position buckets "
+        "(T5-small: 6/512/8); 128 tokens, shape 1 64",
     ),
     hf_case(
         name="hf_convnext",
@@ -108,7 +122,8 @@ CASES = (
             depths=[2, 2, 6, 2], hidden_sizes=[64, 128, 256, 512], num_labels=1000,
         ),
         make_inputs=images(batch_size=1),
-        description="ConvNextForImageClassification, depths 2-2-6-2, widths 64-512 (ConvNeXt-T: 3-3-9-3, 96-768); 224x224, shape 1 160x160",
+        description="ConvNextForImageClassification, depths 2-2-6-2, widths 64-512 (ConvNeXt-T: 3-3-9-3, 96-768); "
+        "224x224, shape 1 160x160",
     ),
 )
 

@@ -79,7 +79,8 @@ def format_table(listed: list[dict[str, Any]], unavailable: dict[str, str]) -> s
     lines = []
     for line in [header, *cells]:
         aligned = [
-            value.rjust(width) if column == 3 else value.ljust(width) for column, (value, width) in enumerate(zip(line, widths))
+            value.rjust(width) if column == 3 else value.ljust(width)  # counts right-aligned
+            for column, (value, width) in enumerate(zip(line, widths))
         ]
         lines.append("  ".join([*aligned, line[-1]]))
     if marks:
@@ -96,7 +97,8 @@ def check_filters(providers: Sequence[str] | None, families: Sequence[str] | Non
     from srbench.registry import UnknownPluginError, unknown_name_message
     from srbench.zoo import FAMILIES, PROVIDERS
 
-    for kind, given, known in (("model provider", providers, PROVIDERS.names()), ("model family", families, list(FAMILIES))):
+    checks = (("model provider", providers, PROVIDERS.names()), ("model family", families, list(FAMILIES)))
+    for kind, given, known in checks:
         for name in given or ():
             if name not in known:
                 raise UnknownPluginError(unknown_name_message(kind, name, known))

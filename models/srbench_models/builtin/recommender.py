@@ -90,7 +90,8 @@ CASES = (
         batch_size=64,
         rtol=1e-4,
         atol=1e-5,
-        description="DLRM, 13 dense features, 8 tables of 10000x64 (bags of 4), MLPs 512-256; batch 64, shape 1 batch 128",
+        description="DLRM, 13 dense features, 8 tables of 10000x64 (bags of 4), MLPs 512-256; "
+        "batch 64, shape 1 batch 128",
     ),
     builtin_case(
         name="deep_and_wide",
@@ -100,6 +101,7 @@ CASES = (
         batch_size=32,
         rtol=1e-4,
         atol=1e-5,
-        description="Wide & Deep, 64 wide, 16 dense, 4 tables of 1000x32 (bags of 2), MLP 1024-512-256; batch 32, shape 1 batch 64",
+        description="Wide & Deep, 64 wide, 16 dense, 4 tables of 1000x32 (bags of 2), MLP 1024-512-256; "
+        "batch 32, shape 1 batch 64",
     ),
 )

@@ -139,6 +139,7 @@ CASES = (
         make_inputs=tokens(GPT_VOCAB, batch_size=1, lengths=(128, 64)),
         rtol=1e-4,
         atol=1e-4,
-        description="GPT-style causal decoder, 4 layers, width 256, 4 heads, vocab 8192, tied head; 128 tokens, shape 1 64",
+        description="GPT-style causal decoder, 4 layers, width 256, 4 heads, vocab 8192, tied head; "
+        "128 tokens, shape 1 64",
     ),
 )
