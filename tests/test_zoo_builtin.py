@@ -79,3 +79,14 @@ def test_mlp_stack_rejects_a_single_width():
 def test_batch_override_must_be_positive():
     with pytest.raises(ValueError, match="positive int"):
         load_zoo().get("mlp").example_inputs(0, batch=0)
+
+
+def test_resnet50_uses_torchvision_parameter_names():
+    """So torchvision's state_dict loads as it is (test_zoo_torchvision checks it where torchvision imports)."""
+    from srbench_models.builtin.resnet import resnet50
+
+    with torch.device("meta"):
+        keys = set(resnet50().state_dict())
+    assert {"conv1.weight", "bn1.running_var", "layer1.0.downsample.0.weight", "layer1.0.downsample.1.bias",
+            "layer2.0.conv2.weight", "layer4.2.bn3.num_batches_tracked", "fc.weight", "fc.bias"} <= keys
+    assert len(keys) == 320  # torchvision resnet50: 161 parameters + 159 batch-norm buffers
