@@ -100,10 +100,14 @@ class _Minimizer:
                 kept = {attempt.capacity: attempt for attempt in attempts}
                 attempts = [kept.get(capacity) or _Attempt(capacity) for capacity in self.ladder()]
                 built_for = (self.proven, self.best)
+            others = sum(self.proven < attempt.capacity < self.best for attempt in attempts)
             for attempt in attempts:
                 if not self.proven <= attempt.capacity < self.best:
                     continue
-                if self.advance(attempt, round_work) == EXHAUSTED:
+                # The proven bound gets as much work as all the others together: most inputs
+                # have a packing there, and only that search can prove a plan optimal.
+                budget = round_work * max(others, 1) if attempt.capacity == self.proven else round_work
+                if self.advance(attempt, budget) == EXHAUSTED:
                     self.proven = max(self.proven, attempt.capacity + 1)
                 if self.best <= self.proven or self.out_of_time():
                     return
