@@ -8,9 +8,14 @@ once under fake tensors, which accepts far more models than TorchDynamo's strict
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
+
+# torch.export patches process-wide state (nn.Module attribute access, a tracing mode stack)
+# while it traces: two captures at once corrupt each other, so srbench captures one at a time.
+_EXPORT_LOCK = threading.Lock()
 
 
 class CaptureError(RuntimeError):
@@ -58,13 +63,15 @@ def capture(
     analysis handles from the op schemas.
 
     Raises :class:`CaptureError` naming the model and the reason ``torch.export`` gave.
+    Captures are serialised process-wide (``torch.export`` is not thread-safe); other threads
+    running eager modules during a capture can still disturb it.
     """
     if not isinstance(model, torch.nn.Module):
         raise CaptureError(name, f"expected a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(example_inputs, tuple):
         raise CaptureError(name, f"example_inputs must be a tuple, got {type(example_inputs).__name__}")
     try:
-        with torch.no_grad():
+        with _EXPORT_LOCK, torch.no_grad():
             exported = torch.export.export(model, example_inputs, strict=False)
             if decompose:
                 exported = exported.run_decompositions()

@@ -67,7 +67,8 @@ class Program:
 @dataclass(frozen=True)
 class NodePlan:
     """The prepared decision for one node: how it runs (``out``, ``out_fresh``, ``native``,
-    ``fallback``, ``skip``), the call, and where results go."""
+    ``fallback``, ``constant`` (folded at prepare time), ``skip``), the call, and where results
+    go."""
 
     node: torch.fx.Node
     how: str
@@ -76,6 +77,7 @@ class NodePlan:
     result_storages: tuple[str | None, ...] = ()
     inplace_of: str | None = None  # an in-place op's value is the argument node it writes
     static: bool = False
+    constant: Any = None  # how == "constant": the value computed at prepare time
 
 
 class _Names:
@@ -104,7 +106,7 @@ class CodeWriter:
         user_inputs: Sequence[str],
         constants: Mapping[str, Any],
         out_spec: pytree.TreeSpec,
-        guards: Sequence[tuple[torch.Size, tuple[int, ...], torch.dtype, int]],
+        guards: Sequence[tuple[torch.Size, tuple[int, ...], torch.dtype, torch.device]],
         cleanup_slab_bytes: int | None,
     ):
         self.graph = graph
@@ -186,6 +188,9 @@ class CodeWriter:
         node = plan.node
         name = node.name
         if plan.how == "skip":
+            return []
+        if plan.how == "constant":
+            self.expr[name] = self.static_nodes[name] = self.constant(plan.constant, f"f_{name}")
             return []
         if plan.static:
             self.expr[name] = self.static_nodes[name]
@@ -307,6 +312,16 @@ class CodeWriter:
             result.append((name, lines + ([f"del {', '.join(dead)}"] if dead else [])))
         return result
 
+    def _device_mismatch(self, i: int) -> str:
+        """The cheapest exact device test: ``is_cpu``/``is_cuda`` are attributes, ``.device``
+        builds an object."""
+        device: torch.device = self.guards[i][3]
+        if device.type == "cpu":
+            return f"not in_{i}.is_cpu"
+        if device.type == "cuda":
+            return f"not in_{i}.is_cuda or in_{i}.get_device() != {device.index or 0}"
+        return f"in_{i}.device != _g{i}_device"
+
     def _function(
         self, body: list[tuple[str | None, list[str]]], returned: str, name: str, *, guard: bool, profile: bool
     ) -> str:
@@ -323,7 +338,7 @@ class CodeWriter:
         if guard and n:
             checks = " or ".join(
                 f"in_{i}.shape != _g{i}_shape or in_{i}.stride() != _g{i}_stride or in_{i}.dtype is not _g{i}_dtype "
-                f"or in_{i}.get_device() != _g{i}_device"
+                f"or {self._device_mismatch(i)}"
                 for i in range(n)
             )
             head += [

@@ -45,6 +45,10 @@ class InputSpec:
     def key(self) -> tuple:
         return (self.shape, self.stride, self.dtype, _device_index(self.device))
 
+    @property
+    def guard(self) -> tuple:
+        return (self.shape, self.stride, self.dtype, self.device)
+
     def describe(self) -> str:
         return f"{str(self.dtype).removeprefix('torch.')}{list(self.shape)} on {self.device}"
 
@@ -208,6 +212,8 @@ class _Chooser:
         if options.manage_output_tensors:
             self.allowed |= {record.id for record in analysis.output_records}
         self.unmanageable = _metadata_mutated(self.graph, resolutions, analysis)
+        # folded results must never change: not written in place, not handed to the caller
+        self.unfoldable = _written_storages(self.graph, analysis) | {r.id for r in analysis.output_records}
         self.fixed: set[str] = set(constant_nodes)  # nodes whose value object is the same at every run
         self.how: dict[str, str] = {}
         output = next(node for node in self.graph.nodes if node.op == "output")
@@ -222,6 +228,10 @@ class _Chooser:
             and all(isinstance(v, torch.Tensor) and v.device == self.device for v in values)
         )
 
+    def _foldable(self, node: torch.fx.Node) -> bool:
+        storages = self.analysis.outputs_of.get(node.name) or (self.analysis.storage_of.get(node.name),)
+        return node.name not in self.output_nodes and not any(s in self.unfoldable for s in storages)
+
     def _may_be_static(self, node: torch.fx.Node) -> bool:
         return (
             all(arg.name in self.fixed for arg in node.all_input_nodes)
@@ -234,6 +244,9 @@ class _Chooser:
         kind, category, native = resolution.kind, resolution.category, resolution.native
         if category == "skip":
             return NodePlan(node, "skip", kind, None)
+        if resolution.foldable and self._foldable(node):
+            self.fixed.add(node.name)
+            return NodePlan(node, "constant", kind, None, constant=resolution.constant)
         if category == "functional":
             storages = self.analysis.outputs_of.get(node.name, ())
             if resolution.out is not None and self.options.enable_out_variant and self._can_manage(node, storages):
@@ -309,7 +322,7 @@ def prepare_graph(
     written = _written_storages(graph, schema_analysis)
     probe_values = {n: (v.clone() if n in written and isinstance(v, torch.Tensor) else v) for n, v in values.items()}
     with torch.no_grad():
-        resolutions = resolve(graph, probe_values, frozenset(constant_nodes), out_variants)
+        resolutions = resolve(graph, probe_values, frozenset(constant_nodes - written), out_variants)
     aliases = {node: r.aliases for node, r in resolutions.items() if r.aliases}
     analysis = analyze_lifetimes(graph, aliases=aliases) if aliases else schema_analysis
 
@@ -328,7 +341,7 @@ def prepare_graph(
         user_inputs,
         {n: v for n, v in values.items() if n in constant_nodes},
         out_spec,
-        [spec.key for spec in specs],
+        [spec.guard for spec in specs],
         plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None,
     )
     return PreparedGraph(

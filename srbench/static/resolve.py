@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -60,6 +60,8 @@ class Resolution:
     out: Call | None = None
     fallback: Call | None = None
     aliases: str | None = None
+    constant: Any = None  # the value, when every input is a constant: computed once, at prepare time
+    foldable: bool = False
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -122,7 +124,7 @@ def _matching_out_overload(op: torch._ops.OpOverload) -> tuple[torch._ops.OpOver
     """The ``.out`` overload of ``op``'s packet whose other arguments match ``op``'s, per schema."""
     schema = op._schema
     wanted = [(a.name, str(a.type)) for a in schema.arguments if a.name not in _TENSOR_OPTIONS]
-    packet = getattr(torch.ops, op.namespace).__getattr__(packet_name(op))
+    packet = op.overloadpacket
     for overload_name in packet.overloads():
         candidate = getattr(packet, overload_name)
         outs = [a for a in candidate._schema.arguments if a.is_out]
@@ -147,6 +149,7 @@ class Resolver:
         self.graph = graph
         self.env: dict[str, Any] = dict(values)
         self.constant_nodes = constant_nodes
+        self.constant_values: set[str] = set(constant_nodes)  # grows with views and folded ops
         self.out_variants = out_variants
         self.resolutions: dict[str, Resolution] = {}
 
@@ -159,7 +162,12 @@ class Resolver:
                 dying.setdefault(max(position[user] for user in node.users), []).append(node.name)
         for index, node in enumerate(nodes):
             if node.op == "call_function":
-                self.resolutions[node.name] = self._resolve(node)
+                resolution = self._resolve(node)
+                if self._reads_only_constants(node) and resolution.category in ("view", "getitem", "copying_view", "functional"):
+                    self.constant_values.add(node.name)
+                    if resolution.category in ("copying_view", "functional") and not self._nondeterministic(node):
+                        resolution = replace(resolution, constant=self.env.get(node.name), foldable=node.name in self.env)
+                self.resolutions[node.name] = resolution
                 if not node.users:
                     self.env.pop(node.name, None)
             elif node.op == "get_attr" and node.name not in self.env:
@@ -167,6 +175,13 @@ class Resolver:
             for name in dying.get(index, ()):
                 self.env.pop(name, None)
         return self.resolutions
+
+    def _reads_only_constants(self, node: torch.fx.Node) -> bool:
+        return all(arg.name in self.constant_values for arg in node.all_input_nodes)
+
+    @staticmethod
+    def _nondeterministic(node: torch.fx.Node) -> bool:
+        return not isinstance(node.target, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded in node.target.tags
 
     # -- one node ---------------------------------------------------------------------------
 
@@ -275,9 +290,9 @@ class Resolver:
         return Resolution(node.name, kind, "functional", out=out_call, fallback=fallback)
 
     def _working_fallback(self, node: torch.fx.Node, reference: Any) -> Call | None:
-        exact_only = torch.Tag.nondeterministic_seeded in node.target.tags
+        exact_only = self._nondeterministic(node)
+        candidates = self._rewrites(node, out=False)
         binding = function_binding(node.target)
-        candidates = []
         if binding is not None:
             candidates.append(Call(binding[0], binding[1], node.args, dict(node.kwargs)))
         candidates.append(Call(str(node.target), node.target._op, node.args, dict(node.kwargs)))
@@ -293,9 +308,7 @@ class Resolver:
         registered = self.out_variants.get(op)
         if registered is not None:
             calls.append(Call(f"registered {op_kind(op)}", registered, node.args, dict(node.kwargs), out="out"))
-        rewrite = self._linear_as_addmm(node)
-        if rewrite is not None:
-            calls.append(rewrite)
+        calls += self._rewrites(node, out=True)
         binding = function_binding(op)
         if binding is not None:
             calls.append(Call(binding[0], binding[1], node.args, dict(node.kwargs), out="out"))
@@ -307,21 +320,50 @@ class Resolver:
             calls.append(Call(str(out_op), out_op._op, node.args, kwargs, out=names))
         return calls
 
-    def _linear_as_addmm(self, node: torch.fx.Node) -> Call | None:
-        """``linear(x, W, b)`` on a 2-D ``x`` with a constant ``W`` is ``addmm(b, x, W.t())``: the
-        kernel ``linear`` calls anyway, minus its dispatch, with ``W.t()`` made once."""
-        if node.target is not torch.ops.aten.linear.default or node.kwargs:
-            return None
+    def _rewrites(self, node: torch.fx.Node, *, out: bool) -> list[Call]:
+        """Faster equivalent calls for common ops, checked like every other candidate.
+
+        ``linear(x, W, b)`` on a 2-D ``x`` with a constant ``W`` is ``addmm(b, x, W.t())``, the
+        kernel ``linear`` calls anyway, minus its dispatch, with ``W.t()`` made once; ``relu``
+        is ``clamp_min(x, 0)``, whose binding takes ``out=`` where ``torch.relu``'s does not;
+        ``embedding_bag`` (no out variant) is what it calls without autograd,
+        ``_embedding_bag_forward_only``, which has one.
+        """
+        name = str(node.target)
+        functions = torch._C._VariableFunctions
+        if node.kwargs:
+            return []
+        if name == "aten.relu.default":
+            call = Call("torch.clamp_min", functions.clamp_min, (node.args[0], 0))
+            return [replace(call, out="out") if out else call]
+        if name in ("aten.embedding_bag.default", "aten.embedding_bag.padding_idx"):
+            return [self._embedding_bag_forward_only(node, out)]
+        if name != "aten.linear.default":
+            return []
         x, weight, bias = (list(node.args) + [None])[:3]
         if not isinstance(weight, torch.fx.Node) or weight.name not in self.constant_nodes:
-            return None
+            return []
         x_value = self.env.get(x.name) if isinstance(x, torch.fx.Node) else None
         if not isinstance(x_value, torch.Tensor) or x_value.dim() != 2:
-            return None
+            return []
         transposed = Const(self.env[weight.name].t())
-        if bias is None:
-            return Call("torch.mm", torch._C._VariableFunctions.mm, (x, transposed), {}, out="out")
-        return Call("torch.addmm", torch._C._VariableFunctions.addmm, (bias, x, transposed), {}, out="out")
+        call = (
+            Call("torch.mm", functions.mm, (x, transposed))
+            if bias is None
+            else Call("torch.addmm", functions.addmm, (bias, x, transposed))
+        )
+        return [replace(call, out="out") if out else call]
+
+    @staticmethod
+    def _embedding_bag_forward_only(node: torch.fx.Node, out: bool) -> Call:
+        schema = torch.ops.aten.embedding_bag.padding_idx._schema
+        args = list(node.args) + [a.default_value for a in schema.arguments[len(node.args):]]
+        if args[8] is None:
+            args[8] = -1  # _embedding_bag_forward_only spells "no padding index" -1
+        target = torch.ops.aten._embedding_bag_forward_only
+        if out:
+            return Call(str(target.out), target.out._op, tuple(args), out=("out0", "out1", "out2", "out3"))
+        return Call("torch._embedding_bag_forward_only", torch._C._VariableFunctions._embedding_bag_forward_only, tuple(args))
 
     def _working_out_variant(self, node: torch.fx.Node, reference: Any) -> tuple[Call | None, Any]:
         meta = node.meta.get("val")
@@ -330,7 +372,7 @@ class Resolver:
             return None, None
         if reference is not None and len(_tensors(reference)) != len(results):
             return None, None
-        exact_only = torch.Tag.nondeterministic_seeded in node.target.tags
+        exact_only = self._nondeterministic(node)
         device = self._device(node, reference)
         for call in self._out_candidates(node):
             buffers = tuple(torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device) for r in results)
@@ -360,5 +402,5 @@ def resolve(
 ) -> dict[str, Resolution]:
     """Resolve every ``call_function`` node of ``graph``, starting from ``values`` (every
     placeholder and ``get_attr`` node's real value). ``constant_nodes`` are the nodes whose value
-    never changes between runs (parameters, buffers, constants)."""
+    never changes between runs (parameters, buffers and constants that no op writes)."""
     return Resolver(graph, values, constant_nodes, out_variants).run()
