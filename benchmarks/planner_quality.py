@@ -56,6 +56,7 @@ class Outcome:
     seconds: float
     proven_optimal: bool
     gap: float | None  # exact only: total / best proven bound - 1
+    seconds_to_capacity: float | None  # exact only: when its best plan first fit the capacity
 
     @property
     def ratio_to_capacity(self) -> float:
@@ -86,7 +87,15 @@ def plan(planner: str, records, instance: str, capacity: int | None, alignment: 
         seconds=seconds,
         proven_optimal=result.proven_optimal,
         gap=result.notes.get("gap") if planner == "exact" else None,
+        seconds_to_capacity=_seconds_to(capacity, result.notes) if planner == "exact" and capacity else None,
     )
+
+
+def _seconds_to(capacity: int, notes) -> float | None:
+    """When exact's plan first fit within ``capacity`` (0 when greedy by size already did)."""
+    if notes["start_total"] <= capacity:
+        return 0.0
+    return next((seconds for seconds, total in notes["progress"] if total <= capacity), None)
 
 
 def minimalloc_outcomes(planners: Sequence[str], time_limit: float = EXACT_TIME_LIMIT) -> list[Outcome]:
@@ -193,6 +202,12 @@ def _exact_cells(outcome: Outcome) -> tuple[str, str]:
     return ("yes" if outcome.proven_optimal else "no"), f"{outcome.gap:.2%}"
 
 
+def _fit_after(outcome: Outcome) -> str:
+    if outcome.planner != "exact":
+        return ""
+    return "-" if outcome.seconds_to_capacity is None else _seconds(outcome.seconds_to_capacity)
+
+
 def minimalloc_report(outcomes: Sequence[Outcome], planners: Sequence[str]) -> str:
     from srbench.compare.tables import aligned
 
@@ -204,21 +219,24 @@ def minimalloc_report(outcomes: Sequence[Outcome], planners: Sequence[str]) -> s
         rows.append(
             (planner, *(f"{o.ratio_to_capacity:.3f}" for o in mine), f"{mean:.3f}", _seconds(max(o.seconds for o in mine)))
         )
-    detail_header = ("INSTANCE", "PLANNER", "TENSORS", "LOWER BOUND", "TOTAL", "/CAPACITY", "/LB", "TIME", "PROVEN", "GAP")
+    detail_header = (
+        "INSTANCE", "PLANNER", "TENSORS", "LOWER BOUND", "TOTAL", "/CAPACITY", "/LB", "TIME", "PROVEN", "GAP", "FIT AFTER"
+    )
     detail = [
         (o.instance, o.planner, str(o.tensors), f"{o.lower_bound:,}", f"{o.total:,}", f"{o.ratio_to_capacity:.3f}",
-         f"{o.ratio_to_lower_bound:.3f}", _seconds(o.seconds), *_exact_cells(o))
+         f"{o.ratio_to_lower_bound:.3f}", _seconds(o.seconds), *_exact_cells(o), _fit_after(o))
         for o in outcomes if o.planner in ("exact", "best", "greedy_by_size")
     ]
     exact = [o for o in outcomes if o.planner == "exact"]
     lines = [aligned((header, rows), 1), "", aligned((detail_header, detail), 2)]
     if exact:
         fits = sum(o.total <= o.capacity for o in exact)
-        slowest = max(o.seconds for o in exact)
-        verdict = "met" if fits == len(exact) and slowest <= EXACT_TIME_LIMIT + 1 else "MISSED"
+        slowest = max(o.seconds_to_capacity or 0.0 for o in exact)
+        verdict = "met" if fits == len(exact) and slowest <= EXACT_TIME_LIMIT else "MISSED"
         lines.append(
             f"goal: exact fits every instance within its capacity, each within {EXACT_TIME_LIMIT:g} s: "
-            f"{fits}/{len(exact)} fit, slowest {_seconds(slowest)} ({verdict})"
+            f"{fits}/{len(exact)} fit, the slowest to fit after {_seconds(slowest)} ({verdict}); "
+            "FIT AFTER: when its plan first fit the capacity (it then goes on to prove or improve)"
         )
     return "\n".join(lines)
 

@@ -18,9 +18,13 @@ arrays so that numba can compile it:
   section, the unplaced buffers alive there are stacked above the section's floor (the top of
   the placed buffers there, at least the lowest minimum offset of the unplaced ones, at least the
   offset just placed), so floor + their total size must fit the capacity, or the node is pruned.
+* **Dynamic decomposition.** When no unplaced buffer crosses a section boundary any more, the
+  buffers on either side no longer interact: each piece is solved on its own (with a fresh
+  canonical order), and when one piece has no packing the search backs up past the whole split
+  instead of retrying the other pieces' alternatives, which cannot help.
 
 The search is iterative with explicit undo trails, and all of its state lives in
-:class:`SearchState`'s arrays: :func:`run_search` stops after a budget of nodes and resumes
+:class:`SearchState`'s arrays: :meth:`SearchState.run` stops after a budget of steps and resumes
 exactly where it left off. The driver (``srbench.planners.exact``) uses that to interleave
 searches at several capacities and static orders under one wall-clock time limit.
 
@@ -73,6 +77,8 @@ class Partition:
     member_ptr: np.ndarray  # CSR of buffers alive in each section
     member_idx: np.ndarray
     section_total: np.ndarray  # bytes alive in each section
+    by_start: np.ndarray  # buffers sorted by first section, so a section range is one slice
+    start_ptr: np.ndarray  # by_start[start_ptr[s]:start_ptr[t]] start in sections [s, t)
 
     @property
     def num_sections(self) -> int:
@@ -146,6 +152,8 @@ def _partition(group: list[int], firsts: Sequence[int], lasts: Sequence[int], si
         member_ptr=member_ptr,
         member_idx=member_idx,
         section_total=section_total,
+        by_start=np.argsort(section_lo, kind="stable").astype(np.int64),
+        start_ptr=np.searchsorted(np.sort(section_lo), np.arange(num_sections + 1)).astype(np.int64),
     )
 
 
@@ -180,7 +188,7 @@ class SearchState:
         self.status = EXHAUSTED if partition.lower_bound > capacity else 0
 
     @property
-    def nodes(self) -> int:
+    def steps(self) -> int:
         """Work done so far: nodes entered plus placements tried."""
         return int(self.ctl[_WORK])
 
@@ -201,6 +209,8 @@ class SearchState:
                 self.partition.neighbour_idx,
                 self.partition.member_ptr,
                 self.partition.member_idx,
+                self.partition.by_start,
+                self.partition.start_ptr,
                 self.rank,
                 self.capacity,
                 self.alignment,
@@ -274,7 +284,7 @@ def _undo(level, depth, size, section_lo, section_hi, offset, min_offset, floor,
 
 
 @njit(cache=True)
-def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, rank,
+def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, rank,
             capacity, alignment, offset, min_offset, floor, total, cuts, scratch, mark, level, frame, piece,
             offset_trail, section_trail, ctl, budget):
     count = size.shape[0]
@@ -300,8 +310,9 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
             while True:
                 lo, hi = _scope(frame, piece, frames, num_sections)
                 min_height = _INFINITY
-                for buffer in range(count):
-                    if offset[buffer] < 0 and lo <= section_lo[buffer] < hi:
+                for position in range(start_ptr[lo], start_ptr[hi]):
+                    buffer = by_start[position]
+                    if offset[buffer] < 0:
                         height = min_offset[buffer] + size[buffer]
                         if height < min_height:
                             min_height = height
@@ -326,8 +337,8 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
                 for section in range(lo, hi):
                     if section == hi - 1 or cuts[section] == 0:
                         occupied = False
-                        for buffer in range(count):
-                            if offset[buffer] < 0 and piece_lo <= section_lo[buffer] <= section:
+                        for position in range(start_ptr[piece_lo], start_ptr[section + 1]):
+                            if offset[by_start[position]] < 0:
                                 occupied = True
                                 break
                         if occupied:
@@ -359,8 +370,9 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
         chosen = -1
         chosen_offset = _INFINITY
         chosen_rank = _INFINITY
-        for buffer in range(count):
-            if offset[buffer] < 0 and lo <= section_lo[buffer] < hi:
+        for position in range(start_ptr[lo], start_ptr[hi]):
+            buffer = by_start[position]
+            if offset[buffer] < 0:
                 candidate_offset = min_offset[buffer]
                 candidate_rank = rank[buffer]
                 if (candidate_offset > key_offset or (candidate_offset == key_offset and candidate_rank > key_rank)) and (
