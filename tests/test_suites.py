@@ -3,6 +3,7 @@ fails with a message naming the file, the key path and what was expected."""
 
 from __future__ import annotations
 
+import pathlib
 import textwrap
 
 import pytest
@@ -111,13 +112,53 @@ def test_devices_batches_and_flags_show_in_ids_and_cpu_only_runtimes_skip_cuda(t
 def test_models_by_family_provider_and_exclusion(tmp_path):
     zoo = load_zoo()
     by_family = write(tmp_path, "axes: {models: {families: [vision], exclude: [resnet50]}, runtimes: [eager]}")
-    vision = sorted(case.name for case in zoo.select(families=["vision"]) if case.name != "resnet50")
-    assert sorted(case.model for case in load_suite(by_family).cases) == vision
+    vision = sorted(e.case.name for e in zoo.entries() if e.case.family == "vision" and e.case.name != "resnet50")
+    assert sorted(case.model for case in load_suite(by_family).cases) == vision  # unavailable ones too (skipped)
     everything = write(tmp_path, "axes: {models: {all: true}, runtimes: [eager]}", "all.yaml")
-    assert {case.model for case in load_suite(everything).cases} >= set(zoo.cases)
+    assert [case.model for case in load_suite(everything).cases] == [entry.case.name for entry in zoo.entries()]
     builtin = write(tmp_path, "axes: {models: {providers: [builtin], names: [mlp]}, runtimes: [eager]}", "b.yaml")
     names = [case.model for case in load_suite(builtin).cases]
     assert names[0] == "mlp" and len(names) == len(set(names)) == len(zoo.select(providers=["builtin"]))
+
+
+def test_tolerance_rules_set_the_tolerance_of_the_cases_they_match(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        axes:
+          models: {names: [mlp, resnet18]}
+          runtimes: [eager, torchscript]
+        tolerance: {atol: 1.0e-6}
+        tolerance_rules:
+          - {runtime: torchscript, atol: 1.0e-4}
+          - {runtime: torchscript, family: vision, atol: 1.0e-3, rtol: 0.01}
+        """,
+    )
+    tolerances = {case.id: (case.rtol, case.atol) for case in load_suite(path).cases}
+    assert tolerances == {
+        "mlp-eager-t1": (None, 1e-6),
+        "mlp-torchscript-t1": (None, 1e-4),
+        "resnet18-eager-t1": (None, 1e-6),
+        "resnet18-torchscript-t1": (0.01, 1e-3),
+    }
+
+
+SHIPPED_SUITES = sorted((pathlib.Path(__file__).parents[1] / "suites").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED_SUITES, ids=lambda path: path.name)
+def test_every_shipped_suite_loads(path):
+    suite = load_suite(path)
+    assert suite.cases and suite.description
+    assert len({case.id for case in suite.cases}) == len(suite.cases)
+
+
+def test_the_quick_suite_compares_srbench_with_eager_and_static_runtime_on_every_family():
+    cases = load_suite(pathlib.Path(__file__).parents[1] / "suites" / "quick.yaml").cases
+    assert {case.runtime for case in cases} == {"eager", "srbench", "static_runtime"}
+    assert {case.family for case in cases} == {"mlp", "recommendation", "language", "sequence", "vision"}
+    assert {case.planner for case in cases if case.runtime == "srbench"} == {"greedy_by_size", "linear_scan"}
+    assert not any(case.slow for case in cases)
 
 
 def test_exclusion_rules_take_one_value_or_a_list():
@@ -185,6 +226,8 @@ MALFORMED = [
                  ["-1 is less than the minimum of 0"], id="negative-tolerance"),
     pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager]}\nrepetitions: 0", "repetitions",
                  ["0 is less than the minimum of 1"], id="zero-repetitions"),
+    pytest.param("axes: {models: {names: [mlp]}, runtimes: [eager]}\ntolerance_rules: [{runtime: eager}]",
+                 "tolerance_rules[0]", ["expected at least one of the keys rtol, atol"], id="tolerance-rule-without-tolerance"),
     pytest.param("axes: [", "line 1, column 8", ["not valid YAML"], id="not-yaml"),
     pytest.param("- eager\n- srbench", "", ["expected a YAML mapping with an 'axes' key, got list"], id="not-a-mapping"),
     pytest.param("", "", ["expected a YAML mapping with an 'axes' key, got NoneType"], id="empty-file"),

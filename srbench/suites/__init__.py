@@ -16,6 +16,8 @@ takes the runtime default)::
       devices: [cpu]                              # cpu, cuda
       batch: [null, 8]                            # null: the model's default batch size
     tolerance: {rtol: 1.0e-4, atol: 1.0e-5}       # default: each model's own
+    tolerance_rules:                              # per-case tolerance, by rule (later rules win)
+      - {runtime: torchscript, family: vision, atol: 1.0e-3}
     repetitions: 20                               # timed rounds per case under --benchmark
     slow: false                                   # mark every case slow
     exclude:                                      # drop cases matching every key of a rule

@@ -3,11 +3,13 @@
 Two kinds of combination are dropped. By rule, from the runtimes themselves: an axis a runtime
 does not read (``honours``) collapses to one value for it, so eager is not repeated for every
 planner, and a device the runtime cannot use (``devices``) is left out. By the suite's own
-``exclude`` rules: a case that matches every key of a rule is dropped.
+``exclude`` rules: a case that matches every key of a rule is dropped. ``tolerance_rules`` use
+the same matching to set ``rtol``/``atol`` for some cases (later rules win).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -52,9 +54,15 @@ class RuntimeTraits:
         )
 
 
+TOLERANCE_KEYS = ("rtol", "atol")
+
+
 def matches(rule: Mapping[str, Any], case: CaseSpec) -> bool:
-    """Whether ``case`` matches every key of an exclusion rule (a value or a list of values)."""
+    """Whether ``case`` matches every key of a rule (a value or a list of values); the tolerance
+    keys of a tolerance rule are what it sets, not what it matches."""
     for key, wanted in rule.items():
+        if key in TOLERANCE_KEYS:
+            continue
         values = wanted if isinstance(wanted, list) else [wanted]
         if getattr(case, key) not in values:
             return False
@@ -68,6 +76,7 @@ def expand(
     axes: Mapping[str, Sequence[Any]],
     *,
     exclude: Sequence[Mapping[str, Any]] = (),
+    tolerance_rules: Sequence[Mapping[str, Any]] = (),
     rtol: float | None = None,
     atol: float | None = None,
     repetitions: int = 20,
@@ -101,6 +110,10 @@ def expand(
                 unavailable=entry.reason,
                 **dict(zip(values, combination)),
             )
-            if not any(matches(rule, case) for rule in exclude):
-                cases.setdefault(case.id, case)
+            if any(matches(rule, case) for rule in exclude):
+                continue
+            for rule in tolerance_rules:
+                if matches(rule, case):
+                    case = dataclasses.replace(case, **{key: rule[key] for key in TOLERANCE_KEYS if key in rule})
+            cases.setdefault(case.id, case)
     return tuple(cases.values())

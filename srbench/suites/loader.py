@@ -94,16 +94,17 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
     models, unavailable = select_models(axes_doc["models"], zoo, check)
     check.names("runtime", axes_doc["runtimes"], runtime_names(), ["axes", "runtimes"])
     check.names("planner", axes_doc.get("planners", []), planner_names(), ["axes", "planners"])
-    for index, rule in enumerate(document.get("exclude", [])):
-        for key, known, kind in (
-            ("model", [entry.case.name for entry in zoo.entries()], "model"),
-            ("provider", PROVIDERS.names(), "model provider"),
-            ("family", FAMILIES, "model family"),
-            ("runtime", runtime_names(), "runtime"),
-            ("planner", planner_names(), "planner"),
-        ):
-            if key in rule:
-                check.name(kind, rule[key], known, ["exclude", index, key])
+    for section in ("exclude", "tolerance_rules"):
+        for index, rule in enumerate(document.get(section, [])):
+            for key, known, kind in (
+                ("model", [entry.case.name for entry in zoo.entries()], "model"),
+                ("provider", PROVIDERS.names(), "model provider"),
+                ("family", FAMILIES, "model family"),
+                ("runtime", runtime_names(), "runtime"),
+                ("planner", planner_names(), "planner"),
+            ):
+                if key in rule:
+                    check.name(kind, rule[key], known, [section, index, key])
 
     runtimes = {}
     for index, name in enumerate(axes_doc["runtimes"]):
@@ -123,6 +124,7 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
         exclude=document.get("exclude", []),
         rtol=tolerance.get("rtol"),
         atol=tolerance.get("atol"),
+        tolerance_rules=document.get("tolerance_rules", []),
         repetitions=document.get("repetitions", 20),
         slow=document.get("slow", False),
     )

@@ -34,6 +34,9 @@ _RULE_VALUES: dict[str, dict[str, Any]] = {
     "batch": {"type": ["integer", "null"], "minimum": 1},
 }
 
+_RULE_PROPERTIES = {key: _one_or_many(value) for key, value in _RULE_VALUES.items()}
+_TOLERANCE = {"rtol": {"type": "number", "minimum": 0}, "atol": {"type": "number", "minimum": 0}}
+
 SUITE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "srbench suite",
@@ -74,21 +77,20 @@ SUITE_SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        "tolerance": {
-            "type": "object",
-            "additionalProperties": False,
-            "minProperties": 1,
-            "properties": {"rtol": {"type": "number", "minimum": 0}, "atol": {"type": "number", "minimum": 0}},
-        },
+        "tolerance": {"type": "object", "additionalProperties": False, "minProperties": 1, "properties": _TOLERANCE},
         "repetitions": {"type": "integer", "minimum": 1},
         "slow": {"type": "boolean"},
         "exclude": {
             "type": "array",
+            "items": {"type": "object", "additionalProperties": False, "minProperties": 1, "properties": _RULE_PROPERTIES},
+        },
+        "tolerance_rules": {
+            "type": "array",
             "items": {
                 "type": "object",
                 "additionalProperties": False,
-                "minProperties": 1,
-                "properties": {key: _one_or_many(value) for key, value in _RULE_VALUES.items()},
+                "anyOf": [{"required": ["rtol"]}, {"required": ["atol"]}],
+                "properties": {**_RULE_PROPERTIES, **_TOLERANCE},
             },
         },
     },
@@ -125,6 +127,9 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{error.message}; expected keys: {', '.join(error.validator_value)}"
     if error.validator in ("type", "enum"):
         return f"expected {_expected(error.schema)}, got {type(error.instance).__name__} {error.instance!r}"
+    if error.validator == "anyOf" and all("required" in option for option in error.validator_value):
+        wanted = [option["required"][0] for option in error.validator_value]
+        return f"expected at least one of the keys {', '.join(wanted)}"
     if error.validator == "anyOf":
         return f"expected {_expected(error.validator_value[0])} or a list of them, got {error.instance!r}"
     if error.validator == "minProperties":

@@ -1,0 +1,245 @@
+"""The pytest plugin, driven through pytest itself (``pytester``): suite files collect into cases
+with readable ids, invalid suites error without stopping the others, ``--benchmark`` times cases
+and writes the summary, and ``-n 2`` gives the same outcomes as a serial run.
+
+Suites here use the zoo's smallest model (``mlp``) with eager, TorchScript and PyTorch's Static
+Runtime, so each in-process pytest run takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+import torch
+
+from srbench.measure import prepare_case
+from srbench.suites import CaseSpec
+
+pytest_plugins = ["pytester"]
+
+
+def _import_what_cases_import() -> None:
+    """pytester's in-process runs drop the modules imported during a run when it ends, but torch
+    registers operator libraries once per process (re-importing ``torch.distributed``, which
+    ``torch.testing.assert_close`` pulls in lazily, fails): run one case of every runtime used
+    here first, so that those imports belong to this process."""
+    for runtime in ("eager", "torchscript", "static_runtime"):
+        prepared = prepare_case(CaseSpec("warm", "mlp", runtime, None, 1, True, True, False, "cpu", None, None, None, 1))
+        prepared.check_equivalence()
+        prepared.measure_memory()
+        prepared.op_profile(iterations=1)
+
+
+_import_what_cases_import()
+
+TINY_SUITE = """
+    axes:
+      models: {names: [mlp]}
+      runtimes: [eager, torchscript, static_runtime]
+    repetitions: 3
+"""
+
+
+def write_suite(pytester: pytest.Pytester, name: str, text: str) -> None:
+    suites = pytester.path / "suites"
+    suites.mkdir(exist_ok=True)
+    (suites / name).write_text(textwrap.dedent(text))
+
+
+def outcomes_by_nodeid(junit_xml) -> dict[str, str]:
+    """Every test case of a JUnit XML report with its outcome."""
+    outcomes = {}
+    for case in ElementTree.parse(junit_xml).getroot().iter("testcase"):
+        nodeid = f"{case.get('classname')}::{case.get('name')}"
+        children = {child.tag: child for child in case}
+        if "failure" in children:
+            outcome = "failed"
+        elif "error" in children:
+            outcome = "error"
+        elif "skipped" in children:
+            outcome = "xfailed" if children["skipped"].get("type") == "pytest.xfail" else "skipped"
+        else:
+            outcome = "passed"
+        outcomes[nodeid] = outcome
+    return outcomes
+
+
+def test_a_suite_collects_into_cases_with_readable_ids(pytester):
+    write_suite(
+        pytester,
+        "tiny.yaml",
+        """
+        axes:
+          models: {names: [mlp]}
+          runtimes: [eager, srbench]
+          planners: [greedy_by_size, linear_scan]
+          devices: [cpu, cuda]
+        """,
+    )
+    result = pytester.runpytest("suites", "--collect-only", "-q")
+    result.assert_outcomes()
+    assert [line for line in result.outlines if "::" in line] == [
+        "suites/tiny.yaml::case[mlp-eager-t1]",
+        "suites/tiny.yaml::case[mlp-eager-t1-cuda]",
+        "suites/tiny.yaml::case[mlp-srbench-greedy_by_size-t1-cleanup-out]",
+        "suites/tiny.yaml::case[mlp-srbench-greedy_by_size-t1-cleanup-out-cuda]",
+        "suites/tiny.yaml::case[mlp-srbench-linear_scan-t1-cleanup-out]",
+        "suites/tiny.yaml::case[mlp-srbench-linear_scan-t1-cleanup-out-cuda]",
+    ]
+
+
+def test_cases_check_equivalence_and_markers_select_them(pytester):
+    write_suite(pytester, "tiny.yaml", TINY_SUITE)
+    result = pytester.runpytest("suites", "-m", "mlp and not cuda", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    result.stdout.no_fnmatch_line("*benchmark: * tests*")  # no timing without --benchmark
+    assert not (pytester.path / "results").exists()
+
+
+def test_an_invalid_suite_errors_with_file_key_and_expectation_while_other_suites_run(pytester):
+    write_suite(pytester, "tiny.yaml", TINY_SUITE)
+    write_suite(pytester, "typo.yaml", "axes: {models: {names: [mlp]}, runtimes: [eager], planers: [greedy_by_size]}")
+    write_suite(pytester, "unknown.yaml", "axes: {models: {names: [mlp]}, runtimes: [eagr]}")
+    result = pytester.runpytest("suites")
+    result.assert_outcomes(passed=3, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*SuiteError: *suites/typo.yaml: axes: unknown key 'planers' (did you mean 'planners'?); expected only these keys:*",
+            "*SuiteError: *suites/unknown.yaml: axes.runtimes[[]0[]]: unknown runtime 'eagr'; did you mean 'eager'?*",
+        ]
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the skip reason on a machine without a GPU")
+def test_cuda_cases_are_skipped_with_the_reason_without_a_gpu(pytester):
+    write_suite(pytester, "gpu.yaml", "axes: {models: {names: [mlp]}, runtimes: [eager], devices: [cuda]}")
+    result = pytester.runpytest("suites", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*needs a CUDA GPU; torch.cuda.is_available() is False here*"])
+
+
+EXPECTED_FAILURES = """
+    import pytest
+    from srbench.runtimes import UnsupportedRuntime
+    from srbench.runtimes.torchscript import TorchScriptRuntime
+
+    @pytest.fixture(autouse=True)
+    def torchscript_cannot_take_models(monkeypatch):
+        def refuse(self, model, example_inputs, options):
+            raise UnsupportedRuntime("TorchScript can neither script nor trace this model (test)")
+
+        monkeypatch.setattr(TorchScriptRuntime, "__init__", refuse)
+"""
+
+
+def test_a_model_a_runtime_cannot_take_is_an_expected_failure_with_the_reason(pytester):
+    pytester.makeconftest(EXPECTED_FAILURES)
+    write_suite(pytester, "tiny.yaml", TINY_SUITE)
+    result = pytester.runpytest("suites", "-rx")
+    result.assert_outcomes(passed=2, xfailed=1)
+    result.stdout.fnmatch_lines(["*case[[]mlp-torchscript-t1[]]*UnsupportedRuntime: TorchScript can neither script*"])
+
+
+def test_an_equivalence_failure_reports_the_run_and_the_largest_differences(pytester):
+    pytester.makeconftest(
+        """
+        import pytest
+        from srbench.runtimes.eager import EagerRuntime
+
+        @pytest.fixture(autouse=True)
+        def eager_off_by_one_on_the_second_shape(monkeypatch):
+            plain = EagerRuntime.__call__
+
+            def wrong(self, *inputs):
+                output = plain(self, *inputs)
+                return output + 1 if inputs[0].shape[0] != 64 else output
+
+            monkeypatch.setattr(EagerRuntime, "__call__", wrong)
+        """
+    )
+    write_suite(pytester, "tiny.yaml", "axes: {models: {names: [mlp]}, runtimes: [eager]}")
+    result = pytester.runpytest("suites")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "EquivalenceError: run 2 (second shape): output output differs from eager: "
+            "largest absolute difference 1, largest relative difference *(rtol=0.0001, atol=1e-05)",
+        ]
+    )
+
+
+def test_benchmark_times_cases_and_writes_the_summary(pytester):
+    write_suite(pytester, "tiny.yaml", TINY_SUITE)
+    result = pytester.runpytest("suites", "--benchmark", "--benchmark-json=bench.json")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*benchmark: 3 tests*"])
+    result.stdout.fnmatch_lines(["*wrote *results/suites-summary.json", "*wrote *results/suites-summary.md"])
+
+    benchmarks = {entry["param"]: entry for entry in json.loads((pytester.path / "bench.json").read_text())["benchmarks"]}
+    assert set(benchmarks) == {"mlp-eager-t1", "mlp-torchscript-t1", "mlp-static_runtime-t1"}
+    static = benchmarks["mlp-static_runtime-t1"]
+    assert static["stats"]["rounds"] == 3
+    extra = static["extra_info"]
+    assert extra["peak_bytes"] > 0 and extra["allocations"] >= 1
+    assert set(extra["op_profile_ms"]) == {"aten::linear", "aten::relu"}
+    assert extra["planned_bytes"] is None and extra["lower_bound"] is None  # Static Runtime does not report its plan
+
+    summary = json.loads((pytester.path / "results" / "suites-summary.json").read_text())
+    assert summary["timed"] and summary["counts"] == {"passed": 3}
+    rows = {row["runtime"]: row for row in summary["models"]["mlp"]}
+    assert rows["eager"]["latency_to_eager"] == 1.0
+    ratio = rows["static_runtime"]["latency_median_s"] / rows["eager"]["latency_median_s"]
+    assert rows["static_runtime"]["latency_to_eager"] == pytest.approx(ratio)
+    markdown = (pytester.path / "results" / "suites-summary.md").read_text()
+    assert "## mlp" in markdown and "| mlp-static_runtime-t1 |" in markdown
+    assert not list((pytester.path / "results").glob(".*tmp"))  # written atomically: no temporary left
+
+
+MIXED_SUITE = """
+    axes:
+      models: {names: [mlp, resnet18]}
+      runtimes: [eager, torchscript, static_runtime]
+      devices: [cpu, cuda]
+    tolerance: {rtol: 0, atol: 0}   # frozen TorchScript folds batch norm into convolutions: not bit-exact
+    exclude:
+      - {model: resnet18, runtime: [eager, static_runtime]}
+      - {model: mlp, runtime: torchscript, device: cpu}
+"""
+
+
+@pytest.mark.slow  # three pytest sessions, two of them with xdist workers importing torch
+def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
+    """Passes, a real failure (TorchScript's conv-bn folding under zero tolerance), skips (cuda
+    without a GPU) and expected failures (from the conftest) come out the same with ``-n 2``;
+    ``--benchmark`` under xdist (where pytest-benchmark does not time) still writes one summary,
+    from the controller, with the memory figures the workers measured."""
+    pytester.makeconftest(
+        """
+        import pytest
+        from srbench.runtimes import UnsupportedRuntime
+        from srbench.runtimes.cxx_static_runtime import CxxStaticRuntime
+
+        @pytest.fixture(autouse=True)
+        def static_runtime_refuses(monkeypatch):
+            def refuse(self, model, example_inputs, options):
+                raise UnsupportedRuntime("refused (test)")
+
+            monkeypatch.setattr(CxxStaticRuntime, "__init__", refuse)
+        """
+    )
+    write_suite(pytester, "mixed.yaml", MIXED_SUITE)
+    serial = pytester.runpytest("suites", "--junitxml=serial.xml")
+    parallel = pytester.runpytest("suites", "-n", "2", "--benchmark", "--junitxml=parallel.xml")
+    expected = outcomes_by_nodeid(pytester.path / "serial.xml")
+    assert set(expected.values()) >= {"passed", "failed", "skipped", "xfailed"}
+    assert outcomes_by_nodeid(pytester.path / "parallel.xml") == expected
+    assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
+
+    summary = json.loads((pytester.path / "results" / "suites-summary.json").read_text())
+    assert not summary["timed"]  # pytest-benchmark does not time under xdist
+    assert summary["counts"] == {outcome: list(expected.values()).count(outcome) for outcome in set(expected.values())}
+    (eager,) = summary["models"]["mlp"]
+    assert eager["latency_median_s"] is None and eager["peak_bytes"] > 0
