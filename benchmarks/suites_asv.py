@@ -78,35 +78,27 @@ class EndToEnd:
         self.prepared.run()
 
 
+def _track(metric: str, unit: str):
+    """A ``track_`` benchmark returning one :class:`CaseMetrics` attribute of the case."""
+
+    def track(self, case_id: str) -> float:
+        metrics = _measured(case_id)
+        return math.nan if metrics is None else _number(getattr(metrics, metric))
+
+    track.unit = unit
+    return track
+
+
 class Memory:
     """The case's memory plan and what one steady-state call allocates (cached measurement)."""
 
     params = [CASE_IDS]
     param_names = ["case"]
 
-    def track_planned_bytes(self, case_id: str) -> float:
-        metrics = _measured(case_id)
-        return _number(metrics and metrics.planned_bytes)
-
-    track_planned_bytes.unit = "bytes"
-
-    def track_lower_bound_ratio(self, case_id: str) -> float:
-        metrics = _measured(case_id)
-        return _number(metrics and metrics.lower_bound_ratio)
-
-    track_lower_bound_ratio.unit = "planned/lower bound"
-
-    def track_allocations_per_run(self, case_id: str) -> float:
-        metrics = _measured(case_id)
-        return _number(metrics and metrics.allocations_per_run)
-
-    track_allocations_per_run.unit = "allocations"
-
-    def track_observed_peak_bytes(self, case_id: str) -> float:
-        metrics = _measured(case_id)
-        return _number(metrics and metrics.observed_peak_bytes)
-
-    track_observed_peak_bytes.unit = "bytes"
+    track_planned_bytes = _track("planned_bytes", "bytes")
+    track_lower_bound_ratio = _track("lower_bound_ratio", "planned/lower bound")
+    track_allocations_per_run = _track("allocations_per_run", "allocations")
+    track_observed_peak_bytes = _track("observed_peak_bytes", "bytes")
 
 
 class OpTime:

@@ -164,6 +164,12 @@ def test_quick_run_records_a_number_for_every_benchmark_of_every_quick_case(asv_
         for case in project.quick_cases:
             value = values_by_case(benchmarks, results, name)[(case,)]
             assert math.isfinite(value) and value > 0, (name, case, value)
+    planned = values_by_case(benchmarks, results, "suites_asv.Memory.track_planned_bytes")
+    ratio = values_by_case(benchmarks, results, "suites_asv.Memory.track_lower_bound_ratio")
+    planning_cases = [case for case in project.quick_cases if case.split("-")[1] == "srbench"]
+    assert planning_cases, "the chosen quick cases should include srbench's static runtime, which plans memory"
+    for case in planning_cases:
+        assert planned[(case,)] > 0 and ratio[(case,)] >= 1.0, (case, planned[(case,)], ratio[(case,)])
     op_total = values_by_case(benchmarks, results, "suites_asv.OpTime.track_op_time")
     for case in project.quick_cases:
         assert op_total[(case, "total")] > 0

@@ -30,6 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="same as -E existing (asv's --python=same): the interpreter running srbench")
     parser.add_argument("--max-commits", type=int, default=10, help="measure at most this many new commits (the newest)")
     parser.add_argument("--quick", action="store_true", help="asv --quick: each benchmark once (a smoke run)")
+    parser.add_argument("-b", "--bench", action="append", default=[],
+                        help="only the benchmarks matching this regular expression (asv run --bench; repeatable)")
     parser.add_argument("--no-publish", dest="publish", action="store_false", help="skip asv publish")
     parser.add_argument("--suites", default=None,
                         help="suite files or names asv tracks, comma-separated (SRBENCH_ASV_SUITES; default quick)")
@@ -55,5 +57,6 @@ def run(args: argparse.Namespace) -> int:
         quick=args.quick,
         publish=args.publish,
         suites=args.suites,
+        asv_args=tuple(f"--bench={pattern}" for pattern in args.bench),
     )
     return run_nightly(options)
