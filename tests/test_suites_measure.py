@@ -1,0 +1,140 @@
+"""Measurement of one case, outside pytest's plugin: the equivalence protocol catches each way a
+runtime can be wrong, memory observation counts real allocations, the per-op profile names ops,
+and the session summary computes its ratios from what the cases reported."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from srbench.measure import EquivalenceError, check_equivalence, measure_memory, op_profile, prepare_case
+from srbench.measure.memory import observe_allocations
+from srbench.pytest_plugin.summary import CaseOutcome, build_summary, render_markdown, write_summary
+from srbench.suites import CaseSpec
+
+MODEL = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+FIRST, SECOND = (torch.randn(2, 8),), (torch.randn(5, 8),)
+
+
+def eager(*inputs):
+    with torch.no_grad():
+        return MODEL(*inputs)
+
+
+def protocol(runtime, **kwargs):
+    return check_equivalence(runtime, FIRST, SECOND, eager(*FIRST), eager(*SECOND), rtol=1e-5, atol=1e-6, **kwargs)
+
+
+def test_an_equivalent_runtime_passes_with_its_largest_differences():
+    report = protocol(lambda x: eager(x) + 2e-7)
+    assert report.runs == 3 and report.outputs == 1
+    assert report.max_abs == pytest.approx(2e-7, rel=0.5) and report.max_rel > 0
+
+
+def test_a_wrong_answer_on_the_second_shape_names_the_run_output_and_differences():
+    with pytest.raises(EquivalenceError) as caught:
+        protocol(lambda x: eager(x) + (0.5 if x.shape[0] == 5 else 0.0))
+    message = str(caught.value)
+    assert message.startswith("run 2 (second shape): output output differs from eager: largest absolute difference 0.5,")
+    assert "largest relative difference" in message and "(rtol=1e-05, atol=1e-06)" in message
+
+
+def test_a_runtime_broken_after_another_shape_fails_on_the_third_run():
+    calls = []
+
+    def runtime(x):
+        calls.append(x.shape[0])
+        return eager(x) * (2 if len(calls) == 3 else 1)
+
+    with pytest.raises(EquivalenceError, match=r"^run 3 \(first shape again\)"):
+        protocol(runtime)
+
+
+def test_a_runtime_that_modifies_its_input_fails():
+    def runtime(x):
+        out = eager(x)
+        x.add_(1)
+        return out
+
+    with pytest.raises(EquivalenceError, match=r"run 1 \(first shape\): input \[0\] was modified"):
+        check_equivalence(runtime, (FIRST[0].clone(),), SECOND, eager(*FIRST), eager(*SECOND), rtol=1e-5, atol=1e-6)
+
+
+def test_outputs_overwritten_by_the_next_run_fail_unless_the_runtime_manages_outputs():
+    buffers: dict[int, torch.Tensor] = {}
+
+    def reuses_one_buffer(x):
+        out = buffers.setdefault(0, torch.empty(16, 4))[: x.shape[0]]
+        out.copy_(eager(x))
+        return out
+
+    with pytest.raises(EquivalenceError, match="an output of run 1, still held by the caller, output was modified"):
+        protocol(reuses_one_buffer)
+    buffers.clear()
+    assert protocol(reuses_one_buffer, outputs_may_be_reused=True).runs == 3
+
+
+def test_a_different_number_of_outputs_fails():
+    with pytest.raises(EquivalenceError, match=r"returned 2 output values \(\[0\], \[1\]\), eager 1"):
+        protocol(lambda x: (eager(x), eager(x)))
+
+
+def test_observed_allocations_count_fresh_tensors_and_not_preallocated_ones():
+    x = torch.randn(64, 256)
+    fresh = observe_allocations(lambda: torch.mul(x, x))
+    assert fresh.allocations == 1 and fresh.allocated_bytes == fresh.peak_bytes == 64 * 256 * 4
+    out = torch.empty(64, 256)
+    assert observe_allocations(lambda: torch.mul(x, x, out=out)).allocations == 0
+
+
+def test_memory_report_of_a_runtime_without_a_plan():
+    report = measure_memory(eager, FIRST)
+    assert report.planned_bytes is None and report.planned_to_lower_bound is None
+    assert report.allocations >= 3 and report.peak_bytes >= 2 * 4 * 4
+    assert json.loads(json.dumps(report.to_json()))["allocations"] == report.allocations
+
+
+def test_op_profile_falls_back_to_the_profiler_by_aten_op():
+    profile = op_profile(eager, FIRST, iterations=2)
+    assert "aten::addmm" in profile and all(ms > 0 for ms in profile.values())
+    assert list(profile.values()) == sorted(profile.values(), reverse=True)
+
+
+def test_prepare_case_builds_the_zoo_model_and_the_runtime_with_the_case_tolerance():
+    spec = CaseSpec("s", "mlp", "static_runtime", None, 1, True, True, False, "cpu", 3, None, 0.5, 1)
+    prepared = prepare_case(spec)
+    assert prepared.first_inputs[0].shape[0] == 3
+    assert (prepared.rtol, prepared.atol) == (prepared.model_case.rtol, 0.5)
+    assert prepared.check_equivalence().max_abs <= 1e-5
+
+
+def _result(runtime, *, latency, peak, planned=None, lower=None, graph_lower=None):
+    case = {"id": f"m-{runtime}", "suite": "s", "model": "m", "runtime": runtime, "planner": None, "threads": 1,
+            "device": "cpu", "batch": None}
+    memory = {"planned_bytes": planned, "lower_bound": lower, "graph_lower_bound": graph_lower, "peak_bytes": peak,
+              "allocations": 1, "page_faults_per_run": 0.0}
+    return {"case": case, "latency": {"median": latency}, "memory": memory, "equivalence": {"max_abs_diff": 0.0}}
+
+
+def test_summary_ratios_are_to_eager_and_to_the_lower_bounds(tmp_path):
+    outcomes = [
+        CaseOutcome("s.yaml::case[m-eager]", "passed", _result("eager", latency=2e-3, peak=30720)),
+        CaseOutcome("s.yaml::case[m-srbench]", "passed",
+                    _result("srbench", latency=1e-3, peak=15360, planned=12288, lower=10240, graph_lower=10240)),
+        CaseOutcome("s.yaml::case[m-torchscript]", "xfailed", None, "UnsupportedRuntime: cannot script"),
+    ]
+    summary = build_summary(outcomes, timed=True)
+    eager_row, srbench_row = summary["models"]["m"]
+    assert srbench_row["latency_to_eager"] == 0.5 and srbench_row["planned_to_lower_bound"] == 1.2
+    assert srbench_row["peak_to_graph_lower_bound"] == 1.5
+    assert eager_row["peak_to_graph_lower_bound"] == 3.0  # the graph's lower bound, from srbench's case
+    assert summary["counts"] == {"passed": 2, "xfailed": 1}
+    assert summary["not_passed"] == [{"nodeid": "s.yaml::case[m-torchscript]", "outcome": "xfailed",
+                                      "message": "UnsupportedRuntime: cannot script"}]
+    markdown = render_markdown(summary)
+    assert "| m-srbench | 1,000.0 | 0.50x | 12 KiB | 10 KiB | 1.20x | 15 KiB | 10 KiB | 1.50x | 1 | 0 |" in markdown
+    json_path, markdown_path = write_summary(summary, tmp_path / "results")
+    assert json.loads(json_path.read_text()) == summary and markdown_path.read_text() == markdown
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["suites-summary.json", "suites-summary.md"]
