@@ -23,21 +23,25 @@ class NodeTime:
     kind: str
     how: str  # out, out_fresh, native, fallback
     mean_ms: float
-    percent: float
+    median_ms: float
+    percent: float  # of the sum of node means
 
 
 @dataclass(frozen=True)
 class KindTime:
     kind: str
-    mean_ms: float
+    mean_ms: float  # per iteration, all nodes of the kind together
+    median_ms: float
     percent: float
     count: int
 
 
 @dataclass(frozen=True)
 class OpProfile:
-    """Where the time of a run goes. Times are milliseconds per iteration (means); ``total_ms``
-    is the median wall time of a whole profiled call, ``nodes_ms`` the sum over nodes."""
+    """Where the time of a run goes, in milliseconds per iteration. Nodes and kinds carry the
+    mean (as PyTorch's ``benchmark_individual_ops`` reports) and the median (robust on a busy
+    machine); ``total_ms`` is the median wall time of a whole profiled call and ``nodes_ms`` the
+    sum of the node medians; slab alloc/free times are medians too."""
 
     model: str
     iterations: int
@@ -54,6 +58,7 @@ class OpProfile:
     native_nodes: int
     fallback_nodes: int
     static_nodes: int
+    folded_nodes: int
     managed_tensors: int
     managed_bytes: int
     slab_bytes: int
@@ -74,7 +79,10 @@ class OpProfile:
             ("sum over nodes", f"{self.nodes_ms:.4f} ms"),
             ("slab alloc / free", f"{self.slab_alloc_ms:.4f} / {self.slab_free_ms:.4f} ms"),
             ("out-variant nodes", f"{self.out_variant_nodes} of {self.num_nodes}"),
-            ("native / fallback / static", f"{self.native_nodes} / {self.fallback_nodes} / {self.static_nodes}"),
+            (
+                "native / fallback / static / folded",
+                f"{self.native_nodes} / {self.fallback_nodes} / {self.static_nodes} / {self.folded_nodes}",
+            ),
             ("managed tensors", f"{self.managed_tensors} ({self.managed_bytes} bytes)"),
             ("slab / output arena", f"{self.slab_bytes} / {self.output_arena_bytes} bytes"),
         ]
@@ -83,14 +91,14 @@ class OpProfile:
         lines += [f"  {label:<{width}}  {value}" for label, value in summary]
         lines.append("")
         lines += _rows(
-            ("node kind", "ms", "%", "count"),
-            [(k.kind, f"{k.mean_ms:.4f}", f"{k.percent:.1f}", str(k.count)) for k in self.kinds],
+            ("node kind", "mean ms", "median ms", "%", "count"),
+            [(k.kind, f"{k.mean_ms:.4f}", f"{k.median_ms:.4f}", f"{k.percent:.1f}", str(k.count)) for k in self.kinds],
         )
         lines.append("")
-        slowest = sorted(self.nodes, key=lambda n: -n.mean_ms)[:top]
+        slowest = sorted(self.nodes, key=lambda n: -n.median_ms)[:top]
         lines += _rows(
-            ("node", "kind", "how", "ms", "%"),
-            [(n.node, n.kind, n.how, f"{n.mean_ms:.4f}", f"{n.percent:.1f}") for n in slowest],
+            ("node", "kind", "how", "mean ms", "median ms", "%"),
+            [(n.node, n.kind, n.how, f"{n.mean_ms:.4f}", f"{n.median_ms:.4f}", f"{n.percent:.1f}") for n in slowest],
         )
         return "\n".join(lines)
 
@@ -124,24 +132,38 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
     times[:] = [0.0] * slots
     for _ in range(warmup):
         bound.forward_profiled(*inputs)
-    times[:] = [0.0] * slots
+    samples: list[list[float]] = []  # per iteration, per slot
     walls = []
     for _ in range(iterations):
+        times[:] = [0.0] * slots
         start = time.perf_counter()
         bound.forward_profiled(*inputs)
         walls.append(time.perf_counter() - start)
-    per_slot = [t / iterations * 1e3 for t in times]
-    node_ms = per_slot[1 : 1 + len(timed)]
-    nodes_total = sum(node_ms) or 1.0
+        samples.append(list(times))
+    columns = [[sample[slot] * 1e3 for sample in samples] for slot in range(slots)]
+    means = [statistics.fmean(column) for column in columns]
+    medians = [statistics.median(column) for column in columns]
+    node_slots = range(1, 1 + len(timed))
+    mean_total = sum(means[i] for i in node_slots) or 1.0
     nodes = tuple(
-        NodeTime(t.node, t.kind, t.how, ms, 100.0 * ms / nodes_total) for t, ms in zip(timed, node_ms)
+        NodeTime(t.node, t.kind, t.how, means[i], medians[i], 100.0 * means[i] / mean_total)
+        for t, i in zip(timed, node_slots)
     )
-    by_kind: dict[str, list[float]] = {}
-    for node in nodes:
-        by_kind.setdefault(node.kind, []).append(node.mean_ms)
+    by_kind: dict[str, list[int]] = {}
+    for t, i in zip(timed, node_slots):
+        by_kind.setdefault(t.kind, []).append(i)
     kinds = tuple(
         sorted(
-            (KindTime(kind, sum(ms), 100.0 * sum(ms) / nodes_total, len(ms)) for kind, ms in by_kind.items()),
+            (
+                KindTime(
+                    kind,
+                    sum(means[i] for i in slots_of_kind),
+                    statistics.median(sum(sample[i] for i in slots_of_kind) * 1e3 for sample in samples),
+                    100.0 * sum(means[i] for i in slots_of_kind) / mean_total,
+                    len(slots_of_kind),
+                )
+                for kind, slots_of_kind in by_kind.items()
+            ),
             key=lambda k: -k.mean_ms,
         )
     )
@@ -152,9 +174,9 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
         setup_ms=setup_ms,
         first_iteration_ms=first_ms,
         total_ms=statistics.median(walls) * 1e3,
-        nodes_ms=sum(node_ms),
-        slab_alloc_ms=per_slot[0],
-        slab_free_ms=per_slot[-1],
+        nodes_ms=sum(medians[i] for i in node_slots),
+        slab_alloc_ms=medians[0],
+        slab_free_ms=medians[-1],
         nodes=nodes,
         kinds=kinds,
         num_nodes=sum(1 for p in plans if p.how != "skip"),
@@ -162,6 +184,7 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
         native_nodes=sum(1 for p in plans if p.how == "native" and not p.static),
         fallback_nodes=sum(1 for p in plans if p.how == "fallback"),
         static_nodes=sum(1 for p in plans if p.static),
+        folded_nodes=sum(1 for p in plans if p.how == "constant"),
         managed_tensors=len(prepared.managed),
         managed_bytes=prepared.managed_bytes,
         slab_bytes=prepared.slab_bytes,

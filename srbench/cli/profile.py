@@ -1,0 +1,67 @@
+"""``srbench profile``: where the time of srbench's static runtime goes, node by node.
+
+Prepares a zoo model with :class:`srbench.static.StaticModule` and runs the profiling variant
+of its generated code: setup and first-iteration time, time per node and per node kind (mean,
+percent, count), slab alloc/free time, out-variant nodes, managed tensors and bytes. Prints an
+aligned table, or the profile as JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "profile",
+        help="per-op profile of a model on srbench's static runtime",
+        description="Prepare a zoo model with srbench's static runtime and time every node of the "
+        "prepared graph, as PyTorch Static Runtime's benchmark_individual_ops does.",
+    )
+    parser.add_argument("--model", required=True, metavar="NAME", help="a zoo model (see `srbench models`)")
+    parser.add_argument("--planner", default="greedy_by_size", help="memory planner (default greedy_by_size)")
+    parser.add_argument("--iterations", type=_positive_int, default=100, help="timed iterations (default 100)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default 10)")
+    parser.add_argument("--batch", type=_positive_int, metavar="N", help="batch size (default: the model's)")
+    parser.add_argument("--threads", type=_positive_int, default=1, help="intra-op threads (default 1)")
+    parser.add_argument("--no-out-variant", action="store_true", help="run every op as fallback")
+    parser.add_argument("--keep-activations", action="store_true", help="do not release the slab between runs")
+    parser.add_argument("--manage-outputs", action="store_true", help="write outputs into the runtime's arena")
+    parser.add_argument("--top", type=_positive_int, default=15, help="slowest nodes to list (default 15)")
+    parser.add_argument("--json", action="store_true", help="print the profile as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from srbench.graph import CaptureError
+    from srbench.registry import UnknownPluginError
+    from srbench.static import StaticModule, StaticOptions, UnsupportedOpError
+    from srbench.zoo import load_zoo
+
+    torch.set_num_threads(args.threads)
+    try:
+        case = load_zoo().get(args.model)
+        options = StaticOptions(
+            planner=args.planner,
+            enable_out_variant=not args.no_out_variant,
+            cleanup_activations=not args.keep_activations,
+            manage_output_tensors=args.manage_outputs,
+        )
+        inputs = case.example_inputs(0, batch=args.batch)
+        module = StaticModule(case.model(), inputs, options, name=case.name)
+    except (UnknownPluginError, CaptureError, UnsupportedOpError) as error:
+        print(f"srbench profile: {error}", file=sys.stderr)
+        return 2
+    profile = module.runtime().profile(inputs, iterations=args.iterations, warmup=args.warmup)
+    print(profile.to_json() if args.json else profile.table(top=args.top))
+    return 0

@@ -1,0 +1,37 @@
+"""``srbench profile``: the per-op profile of a zoo model as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from srbench.cli import main
+
+
+def test_profile_prints_an_aligned_table(capsys):
+    threads = torch.get_num_threads()
+    assert main(["profile", "--model", "mlp", "--batch", "2", "--iterations", "3", "--warmup", "0"]) == 0
+    torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "Static runtime profile of 'mlp', 3 iterations" in out
+    assert "out-variant nodes" in out and "4 of 5" in out
+    header = next(line for line in out.splitlines() if line.startswith("node kind"))
+    rule = out.splitlines()[out.splitlines().index(header) + 1]
+    assert set(rule.replace(" ", "")) == {"-"}  # a ruled, aligned table
+
+
+def test_profile_json_is_machine_readable(capsys):
+    threads = torch.get_num_threads()
+    assert main(["profile", "--model", "mlp", "--batch", "2", "--iterations", "2", "--warmup", "0", "--json"]) == 0
+    torch.set_num_threads(threads)
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "mlp" and data["iterations"] == 2
+    assert data["out_variant_nodes"] == 4 and data["managed_tensors"] == 4
+    assert {node["kind"] for node in data["nodes"]} == {"aten::linear", "aten::relu"}
+
+
+def test_profile_of_unknown_model_fails_with_the_known_names(capsys):
+    assert main(["profile", "--model", "no_such_model"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_model" in err and "mlp" in err
