@@ -10,7 +10,8 @@ on the case id in ``SRBENCH_ASV_CASES``. For every case:
   importing torch and preparing the runtime, so it tracks the whole footprint of running a case);
 - ``Memory.track_*``: the runtime's planned bytes, their ratio to the lower bound, allocations
   per steady-state call and the peak of what one call allocates (``torch.profiler``);
-- ``OpTime.track_op_time``: seconds per call spent in each kind of node (``total``: all of them).
+- ``OpTime.track_op_time``: seconds per call spent in each kind of node that takes at least 2% of
+  the case's operator time (``other``: the rest together; ``total``: all of them).
 
 Preparing and profiling a case is the expensive part. asv needs the node kinds as parameters
 when it imports this module, and ``setup_cache`` is not parametrized, so each case is measured
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from srbench.asv_tracking.case_measurements import CaseMetrics, default_cache_dir, load_or_measure
 from srbench.asv_tracking.suite_selection import CASES_VARIABLE, selected_cases
-from srbench.asv_tracking.tracked_metrics import not_applicable_errors, prepare, unavailable_device
+from srbench.asv_tracking.tracked_metrics import not_applicable_errors, prepare, tracked_op_times, unavailable_device
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CASES = selected_cases(REPO_ROOT / "suites")
@@ -36,8 +37,8 @@ if not CASES:
     raise LookupError(f"the selected suites have no case (check {CASES_VARIABLE} and the suite files)")
 CASE_IDS = list(CASES)
 METRICS = load_or_measure(list(CASES.values()), default_cache_dir(REPO_ROOT))
-TOTAL = "total"
-NODE_KINDS = sorted({kind for metrics in METRICS.values() for kind in metrics.op_seconds_by_kind}) + [TOTAL]
+OP_TIMES = {case_id: tracked_op_times(metrics.op_seconds_by_kind) for case_id, metrics in METRICS.items()}
+NODE_KINDS = sorted({kind for times in OP_TIMES.values() for kind in times})
 
 
 def _measured(case_id: str) -> CaseMetrics | None:
@@ -108,11 +109,8 @@ class OpTime:
     param_names = ["case", "node_kind"]
 
     def track_op_time(self, case_id: str, node_kind: str) -> float:
-        metrics = _measured(case_id)
-        if metrics is None:
+        if _measured(case_id) is None:
             return math.nan
-        if node_kind == TOTAL:
-            return sum(metrics.op_seconds_by_kind.values())
-        return _number(metrics.op_seconds_by_kind.get(node_kind))
+        return _number(OP_TIMES[case_id].get(node_kind))
 
     track_op_time.unit = "seconds"

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from srbench.asv_tracking.regressions import load_config
+from srbench.asv_tracking.tracked_metrics import tracked_op_times
 
 BENCHMARK_MODULE = "suites_asv"
 TIME_RUN = f"{BENCHMARK_MODULE}.EndToEnd.time_run"
-TOTAL = "total"
 # asv benchmark name -> (extra_info key, unit)
 TRACKED_EXTRA_INFO = {
     f"{BENCHMARK_MODULE}.Memory.track_planned_bytes": ("planned_bytes", "bytes"),
@@ -90,13 +90,10 @@ def asv_entries(cases: Sequence[CaseTiming]) -> list[tuple[dict[str, Any], list[
     )]
     for name, (key, unit) in TRACKED_EXTRA_INFO.items():
         entries.append((_benchmark(name, "track", unit, [ids], ["case"]), [_number(c.extra_info.get(key)) for c in cases], [None] * len(cases)))
-    kinds = sorted({kind for case in cases for kind in case.extra_info.get("op_profile_ms") or {}}) + [TOTAL]
-    op_values = []
-    for case in cases:
-        profile = case.extra_info.get("op_profile_ms") or {}
-        for kind in kinds:
-            milliseconds = sum(profile.values()) if kind == TOTAL else profile.get(kind)
-            op_values.append(math.nan if milliseconds is None or not profile else milliseconds / 1000.0)
+    profiles = [{kind: ms / 1000.0 for kind, ms in (c.extra_info.get("op_profile_ms") or {}).items()} for c in cases]
+    op_times = [tracked_op_times(profile) if profile else {} for profile in profiles]
+    kinds = sorted({kind for times in op_times for kind in times})
+    op_values = [_number(times.get(kind)) for times in op_times for kind in kinds]
     entries.append((_benchmark(OP_TIME, "track", "seconds", [ids, kinds], ["case", "node_kind"]), op_values, [None] * len(op_values)))
     return entries
 

@@ -12,7 +12,22 @@ from typing import Any, Mapping
 from srbench.asv_tracking.case_measurements import CaseMetrics
 from srbench.suites import CaseSpec
 
-PROFILE_ITERATIONS = 10
+PROFILE_ITERATIONS = 20
+# Node kinds taking less than this share of a case's operator time are tracked together as
+# OTHER: their microsecond times mostly measure noise, and each would be a graph of its own.
+MIN_OP_SHARE = 0.02
+OTHER = "other"
+TOTAL = "total"
+
+
+def tracked_op_times(seconds_by_kind: Mapping[str, float]) -> dict[str, float]:
+    """The per-op times asv tracks for one case: each kind with at least ``MIN_OP_SHARE`` of the
+    operator time, the rest summed as ``other``, and the ``total``."""
+    total = sum(seconds_by_kind.values())
+    tracked = {kind: seconds for kind, seconds in seconds_by_kind.items() if total and seconds >= MIN_OP_SHARE * total}
+    tracked[OTHER] = total - sum(tracked.values())
+    tracked[TOTAL] = total
+    return tracked
 
 
 def case_from_json(data: Mapping[str, Any]) -> CaseSpec:
