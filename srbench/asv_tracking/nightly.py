@@ -73,24 +73,20 @@ def _git(repo: Path, *arguments: str) -> str:
 
 
 def ensure_machine(options: NightlyOptions) -> str:
-    """The machine name results are filed under; writes ``~/.asv-machine.json`` if it is missing
-    (``asv run`` would otherwise stop to ask questions)."""
-    from asv.machine import Machine
+    """The machine name results are filed under (``--machine``, else the host name); describes
+    the machine in ``~/.asv-machine.json`` if it is not there yet, as ``asv run`` would otherwise
+    stop to ask questions."""
+    import platform
 
-    path = Path(Machine.get_machine_file_path())
-    known = {}
-    if path.is_file():
-        from asv.util import load_json
+    from asv.machine import MachineCollection
+    from asv.util import UserError
 
-        known = load_json(str(path), api_version=Machine.api_version)
-        known.pop("version", None)
-    if options.machine and options.machine in known:
-        return options.machine
-    if not options.machine and len(known) == 1:
-        return next(iter(known))
-    arguments = ["machine", "--yes"] + (["--machine", options.machine] if options.machine else [])
-    _asv(options, *arguments)
-    return options.machine or Machine.get_unique_machine_name()
+    name = options.machine or platform.node()
+    try:
+        MachineCollection.load(name)
+    except UserError:
+        _asv(options, "machine", "--yes", "--machine", name)
+    return name
 
 
 def environment_names(options: NightlyOptions) -> list[str]:
