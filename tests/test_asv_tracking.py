@@ -183,6 +183,7 @@ def measured_pair(tmp_path, monkeypatch):
         _write_results(conf, "synthetic", env_name, after, after_values)
         return srbench_main(["nightly", "--config", str(config), "--no-publish", "--machine", "synthetic", "--factor", factor])
 
+    run.config = config
     return run
 
 
@@ -204,3 +205,12 @@ def test_nightly_counts_a_newly_failing_case_as_a_regression(measured_pair):
 def test_nightly_rejects_a_factor_that_is_not_a_ratio(measured_pair, capsys):
     assert srbench_main(["nightly", "--factor", "0.9", "--no-publish"]) == 2
     assert "--factor must be greater than 1" in capsys.readouterr().out
+
+
+
+def test_nightly_in_an_existing_environment_refuses_to_file_numbers_of_another_tree(measured_pair, capsys):
+    """``--python`` measures what the interpreter imports: here srbench from this checkout, not
+    from the synthetic repository, so its numbers would be filed under the wrong commit."""
+    status = srbench_main(["nightly", "--config", str(measured_pair.config), "--python", "--no-publish", "--machine", "synthetic"])
+    assert status == 2
+    assert f"not from {measured_pair.config.parent}" in capsys.readouterr().err

@@ -98,9 +98,31 @@ def environment_names(options: NightlyOptions) -> list[str]:
     return [env.name for env in get_environments(conf, specs, verbose=False)]
 
 
-def is_existing_environment(options: NightlyOptions) -> bool:
+def existing_interpreter(options: NightlyOptions) -> str | None:
+    """The interpreter of an existing environment (``existing[:PYTHON]``, ``:same``), else ``None``."""
     spec = options.environment or ""
-    return spec.startswith("existing") or spec == "same" or spec.startswith(":")
+    if spec == ":same" or spec == "existing":
+        return sys.executable
+    if spec.startswith("existing:"):
+        return spec.split(":", 1)[1]
+    return None
+
+
+def is_existing_environment(options: NightlyOptions) -> bool:
+    return existing_interpreter(options) is not None
+
+
+def check_installed_from(python: str, repo: Path) -> None:
+    """An existing environment must run the repository's own working tree (an editable install),
+    or its numbers would be filed under a commit they were not measured on."""
+    probe = "import pathlib, srbench; print(pathlib.Path(srbench.__file__).resolve().parents[1])"
+    completed = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    installed = completed.stdout.strip()
+    if completed.returncode != 0 or Path(installed) != repo.resolve():
+        raise NightlyError(
+            f"{python} imports srbench from {installed or 'nowhere'} ({completed.stderr.strip()[-200:]}), "
+            f"not from {repo}; install it editable there (pip install -e {repo}) or drop --environment"
+        )
 
 
 def measured_commits(options: NightlyOptions, machine: str, env_names: Sequence[str]) -> set[str]:
@@ -165,6 +187,7 @@ def run_benchmarks(options: NightlyOptions, machine: str, commits: Sequence[str]
             )
         if _git(Path(conf.repo), "status", "--porcelain", "--untracked-files=no"):
             raise NightlyError("the working tree has uncommitted changes; results would be filed under HEAD wrongly")
+        check_installed_from(existing_interpreter(options), Path(conf.repo))
         returncode = _asv(options, "run", "-E", options.environment, f"--set-commit-hash={head}", *common, check=False)
     else:
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hashfile:
