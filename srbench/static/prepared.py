@@ -25,7 +25,7 @@ from srbench.static.codegen import CodeWriter, NodePlan, Program
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.options import StaticOptions
 from srbench.static.out_variants import OutVariantRegistry
-from srbench.static.resolve import Resolution, resolve
+from srbench.static.resolve import TIME_ONLY_BELOW, Resolution, resolve
 
 
 @dataclass(frozen=True)
@@ -191,12 +191,23 @@ def _inplace_target(node: torch.fx.Node) -> str | None:
     return None
 
 
+def _out_is_slower(resolution: Resolution) -> bool:
+    """An out variant reachable only through a slow path (a raw ``.out`` overload, parsed
+    against its schema at every call) can cost more than the op's allocation saves: on small
+    ops, measured at prepare time, the fallback is used when it is clearly faster."""
+    out, fallback = resolution.out_seconds, resolution.fallback_seconds
+    if out is None or fallback is None or out > TIME_ONLY_BELOW:
+        return False
+    return out > 1.25 * fallback + 1e-6
+
+
 class _Chooser:
     """Chooses how each node runs once lifetimes are known.
 
-    A functional op runs as out variant when enabled and all its results can live in the slab
-    (intermediates) or the output arena (outputs, with ``manage_output_tensors``); otherwise as
-    fallback, or, if only an out variant works, into fresh tensors. A view or ``getitem`` whose
+    A functional op runs as out variant when enabled, all its results can live in the slab
+    (intermediates) or the output arena (outputs, with ``manage_output_tensors``), and it is not
+    clearly slower than the fallback; otherwise as fallback, or, if only an out variant works,
+    into fresh tensors. A view or ``getitem`` whose
     inputs are fixed objects (constants, managed tensors, other such views) is made once per
     runtime instead of at every run, unless it is a graph output.
     """
@@ -249,7 +260,12 @@ class _Chooser:
             return NodePlan(node, "constant", kind, None, constant=resolution.constant)
         if category == "functional":
             storages = self.analysis.outputs_of.get(node.name, ())
-            if resolution.out is not None and self.options.enable_out_variant and self._can_manage(node, storages):
+            if (
+                resolution.out is not None
+                and self.options.enable_out_variant
+                and self._can_manage(node, storages)
+                and not _out_is_slower(resolution)
+            ):
                 if len(storages) == 1:
                     self.fixed.add(node.name)
                 return NodePlan(node, "out", kind, resolution.out, storages)

@@ -13,6 +13,12 @@ then tries the candidates in order of speed and keeps the first that gives the s
   geometry; an in-place candidate is checked on clones.
 * **fallback** (the op as is, its result allocated by the op): the C binding, then the overload.
 
+A registered out variant that works is used as is. Among the other candidates that work, the
+quickest on the example values is kept (best of a few
+runs; ops slower than a millisecond keep the first, their kernel dominates), and the time of the
+best out variant and the best fallback is recorded so the module can see when an out variant
+reachable only through a slow path costs more than the allocation it saves.
+
 Checking candidates on real values catches bindings that pick another overload, out kernels that
 reallocate, and functional ops that secretly return their input (``dropout`` in eval mode returns
 it as is): those are reported in ``aliases`` so the lifetime analysis treats them as views.
@@ -22,6 +28,7 @@ An op whose reference call fails and for which no out variant runs is reported a
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -40,6 +47,9 @@ Category = Literal[
 # Ops that only assert metadata the runtime already guarantees by keying programs on input
 # shapes, strides, dtypes and devices.
 _SKIPPED = {"aten::_assert_tensor_metadata"}
+# Ops slower than this (seconds) are dominated by their kernel, not by how they are called.
+TIME_ONLY_BELOW = 1e-3
+_REGISTERED = "registered "
 # Arguments an ``.out`` overload may lack: the out tensor already carries them.
 _TENSOR_OPTIONS = {"dtype", "layout", "device", "pin_memory"}
 
@@ -62,6 +72,8 @@ class Resolution:
     aliases: str | None = None
     constant: Any = None  # the value, when every input is a constant: computed once, at prepare time
     foldable: bool = False
+    out_seconds: float | None = None  # best time of the chosen out variant on the example inputs
+    fallback_seconds: float | None = None
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -111,6 +123,22 @@ def _shares_storage(result: Any, arguments: list[torch.Tensor]) -> torch.Tensor 
         if tensor.untyped_storage().nbytes() and tensor.untyped_storage().data_ptr() in pointers:
             return pointers[tensor.untyped_storage().data_ptr()]
     return None
+
+
+def _results(node: torch.fx.Node, buffers: tuple[torch.Tensor, ...]) -> Any:
+    """Out buffers shaped like the node's result: one tensor, or the tuple of them."""
+    return buffers[0] if isinstance(node.meta.get("val"), torch.Tensor) else buffers
+
+
+def _best_time(run: Callable[[], Any], runs: int = 5) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+        if best > TIME_ONLY_BELOW:
+            break
+    return best
 
 
 def _try(fn: Callable[[], Any]) -> tuple[bool, Any]:
@@ -279,35 +307,59 @@ class Resolver:
                     arg for arg in node.all_input_nodes if isinstance(self.env.get(arg.name), torch.Tensor)
                     and self.env[arg.name].untyped_storage().data_ptr() == aliased.untyped_storage().data_ptr()
                 )
-                call = self._working_fallback(node, reference) or Call(str(node.target), node.target, node.args, dict(node.kwargs))
+                working = self._working_fallbacks(node, reference)
+                call = working[0] if working else Call(str(node.target), node.target, node.args, dict(node.kwargs))
                 return Resolution(node.name, kind, "aliasing", native=call, aliases=base.name)
-        out_call, out_result = self._working_out_variant(node, reference if ok else None)
-        fallback = self._working_fallback(node, reference) if ok else None
-        if out_call is None and fallback is None:
+        outs = self._working_out_variants(node, reference if ok else None)
+        fallbacks = self._working_fallbacks(node, reference) if ok else []
+        if not outs and not fallbacks:
             reason = f"it failed on the example inputs ({type(reference).__name__}: {reference})" if not ok else "no candidate matched"
             raise UnsupportedOpError(kind, node.name, f"no out variant found, and {reason}")
-        self.env[node.name] = reference if ok else out_result
-        return Resolution(node.name, kind, "functional", out=out_call, fallback=fallback)
+        registered = [call for call, _ in outs if call.label.startswith(_REGISTERED)]
+        if registered:  # the user's choice is taken as is, not raced against the others
+            out_call, out_seconds = registered[0], None
+        else:
+            out_call, out_seconds = self._fastest(outs)
+        fallback, fallback_seconds = self._fastest([(call, ()) for call in fallbacks])
+        self.env[node.name] = reference if ok else _results(node, outs[0][1])
+        return Resolution(
+            node.name, kind, "functional", out=out_call, fallback=fallback,
+            out_seconds=out_seconds, fallback_seconds=fallback_seconds,
+        )
 
-    def _working_fallback(self, node: torch.fx.Node, reference: Any) -> Call | None:
+    def _fastest(self, candidates: list[tuple[Call, tuple[torch.Tensor, ...]]]) -> tuple[Call | None, float | None]:
+        """The quickest of the working candidates, timed on the example values (best of a few
+        runs). Ops that take longer than :data:`TIME_ONLY_BELOW` are dominated by their kernel:
+        the first candidate, in order of preference, is kept without comparing."""
+        best: tuple[Call | None, float | None] = (None, None)
+        for call, buffers in candidates:
+            seconds = _best_time(lambda call=call, buffers=buffers: invoke(call, self.env, buffers))
+            if best[1] is None or seconds < best[1]:
+                best = (call, seconds)
+            if seconds > TIME_ONLY_BELOW:
+                break
+        return best
+
+    def _working_fallbacks(self, node: torch.fx.Node, reference: Any) -> list[Call]:
         exact_only = self._nondeterministic(node)
         candidates = self._rewrites(node, out=False)
         binding = function_binding(node.target)
         if binding is not None:
             candidates.append(Call(binding[0], binding[1], node.args, dict(node.kwargs)))
         candidates.append(Call(str(node.target), node.target._op, node.args, dict(node.kwargs)))
+        working = []
         for call in candidates:
             ok, result = _try(lambda call=call: invoke(call, self.env))
             if ok and _same_values(result, reference, exact_only):
-                return call
-        return None
+                working.append(call)
+        return working
 
     def _out_candidates(self, node: torch.fx.Node) -> list[Call]:
         op = node.target
         calls = []
         registered = self.out_variants.get(op)
         if registered is not None:
-            calls.append(Call(f"registered {op_kind(op)}", registered, node.args, dict(node.kwargs), out="out"))
+            calls.append(Call(f"{_REGISTERED}{op_kind(op)}", registered, node.args, dict(node.kwargs), out="out"))
         calls += self._rewrites(node, out=True)
         binding = function_binding(op)
         if binding is not None:
@@ -365,25 +417,27 @@ class Resolver:
             return Call(str(target.out), target.out._op, tuple(args), out=("out0", "out1", "out2", "out3"))
         return Call("torch._embedding_bag_forward_only", torch._C._VariableFunctions._embedding_bag_forward_only, tuple(args))
 
-    def _working_out_variant(self, node: torch.fx.Node, reference: Any) -> tuple[Call | None, Any]:
+    def _working_out_variants(self, node: torch.fx.Node, reference: Any) -> list[tuple[Call, tuple[torch.Tensor, ...]]]:
+        """Out-variant candidates that write the reference result into the buffers they are
+        given, with those buffers (same data pointer, shape and strides after the call)."""
         meta = node.meta.get("val")
         results = list(meta) if isinstance(meta, (list, tuple)) else [meta]
         if not results or not all(isinstance(r, torch.Tensor) for r in results):
-            return None, None
+            return []
         if reference is not None and len(_tensors(reference)) != len(results):
-            return None, None
+            return []
         exact_only = self._nondeterministic(node)
         device = self._device(node, reference)
+        working = []
         for call in self._out_candidates(node):
             buffers = tuple(torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device) for r in results)
             geometry = [(b.data_ptr(), b.shape, b.stride()) for b in buffers]
             ok, _ = _try(lambda call=call: invoke(call, self.env, buffers))
             if not ok or geometry != [(b.data_ptr(), b.shape, b.stride()) for b in buffers]:
                 continue
-            produced = buffers[0] if isinstance(meta, torch.Tensor) else buffers
-            if reference is None or _same_values(produced, reference, exact_only):
-                return call, produced
-        return None, None
+            if reference is None or _same_values(_results(node, buffers), reference, exact_only):
+                working.append((call, buffers))
+        return working
 
     def _device(self, node: torch.fx.Node, reference: Any) -> torch.device:
         tensors = _tensors(reference)
