@@ -170,7 +170,15 @@ class SearchState:
         self.offset = np.full(count, -1, dtype=np.int64)
         self.min_offset = np.zeros(count, dtype=np.int64)
         self.floor = np.zeros(num_sections, dtype=np.int64)
-        self.total = partition.section_total.copy()
+        # Bytes of unplaced buffers per section, as the leaves of a max segment tree (leaf s at
+        # half + s), so the largest total of a section range is a logarithmic query.
+        half = 1 << max(num_sections - 1, 1).bit_length()
+        self.total = np.zeros(2 * half, dtype=np.int64)
+        self.total[half : half + num_sections] = partition.section_total
+        level = half
+        while level > 1:
+            self.total[level // 2 : level] = np.maximum(self.total[level : 2 * level : 2], self.total[level + 1 : 2 * level : 2])
+            level //= 2
         # cuts[s]: unplaced buffers alive in both section s and s + 1; zero splits the problem.
         self.cuts = np.zeros(num_sections, dtype=np.int64)
         for lo, hi in zip(partition.section_lo, partition.section_hi):
@@ -257,6 +265,38 @@ def _align_up(value, alignment):
 
 
 @njit(cache=True)
+def _refresh(tree, lo, hi):
+    """Recompute the maxima above leaves ``lo .. hi - 1`` of a max segment tree."""
+    half = tree.shape[0] // 2
+    left = (half + lo) >> 1
+    right = (half + hi - 1) >> 1
+    while left >= 1:
+        for node in range(left, right + 1):
+            tree[node] = max(tree[2 * node], tree[2 * node + 1])
+        left >>= 1
+        right >>= 1
+
+
+@njit(cache=True)
+def _range_max(tree, lo, hi):
+    """The largest leaf in ``lo .. hi - 1`` of a max segment tree (0 for an empty range)."""
+    half = tree.shape[0] // 2
+    result = 0
+    left = lo + half
+    right = hi + half
+    while left < right:
+        if left & 1:
+            result = max(result, tree[left])
+            left += 1
+        if right & 1:
+            right -= 1
+            result = max(result, tree[right])
+        left >>= 1
+        right >>= 1
+    return result
+
+
+@njit(cache=True)
 def _scope(frame, piece, frames, num_sections):
     """The section range being solved: the current piece of the innermost split, or everything."""
     if frames == 0:
@@ -272,8 +312,10 @@ def _undo(level, depth, size, section_lo, section_hi, offset, min_offset, floor,
     buffer = level[_BUFFER, depth]
     for position in range(section_top - 1, level[_SECTION_MARK, depth] - 1, -1):
         floor[section_trail[0, position]] = section_trail[1, position]
+    half = total.shape[0] // 2
     for section in range(section_lo[buffer], section_hi[buffer]):
-        total[section] += size[buffer]
+        total[half + section] += size[buffer]
+    _refresh(total, section_lo[buffer], section_hi[buffer])
     for section in range(section_lo[buffer], section_hi[buffer] - 1):
         cuts[section] += 1
     for position in range(offset_top - 1, level[_OFFSET_MARK, depth] - 1, -1):
@@ -289,6 +331,7 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
             offset_trail, section_trail, ctl, budget):
     count = size.shape[0]
     num_sections = floor.shape[0]
+    half = total.shape[0] // 2  # total[half + s]: bytes of unplaced buffers alive in section s
     depth = ctl[_DEPTH]
     phase = ctl[_PHASE]
     offset_top = ctl[_OFFSET_TOP]
@@ -324,10 +367,13 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
                     else:
                         frames -= 1  # every piece solved: so is the scope that was split
                     continue
+                # Only the boundaries the last placement crossed can have dropped to zero.
                 splits = 0
-                for section in range(lo, hi - 1):
-                    if cuts[section] == 0:
-                        splits += 1
+                if depth > 0:
+                    last = level[_BUFFER, depth - 1]
+                    for section in range(max(lo, section_lo[last]), min(hi, section_hi[last]) - 1):
+                        if cuts[section] == 0:
+                            splits += 1
                 if splits == 0:
                     break
                 # No unplaced buffer crosses these boundaries: solve each piece on its own.
@@ -422,9 +468,11 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
                 offset_trail[0, offset_top] = other
                 offset_trail[1, offset_top] = min_offset[other]
                 offset_top += 1
-                min_offset[other] = _align_up(height, alignment)
+                raised = _align_up(height, alignment)
+                min_offset[other] = raised
+                # Only a section whose floor is below the raised offset can see its floor rise.
                 for section in range(section_lo[other], section_hi[other]):
-                    if mark[section] != stamp:
+                    if mark[section] != stamp and floor[section] < raised:
                         mark[section] = stamp
                         scratch[affected] = section
                         affected += 1
@@ -433,7 +481,8 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
             section_trail[1, section_top] = floor[section]
             section_top += 1
             floor[section] = height
-            total[section] -= size[chosen]
+            total[half + section] -= size[chosen]
+        _refresh(total, section_lo[chosen], section_hi[chosen])
         for section in range(section_lo[chosen], section_hi[chosen] - 1):
             cuts[section] -= 1
         # A section's floor is at least the lowest minimum offset of its unplaced buffers.
@@ -450,12 +499,24 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
                 section_top += 1
                 floor[section] = lowest
         # Unplaced buffers of a section stack above its floor (and above the offset just used).
+        # Every section passed this test at the parent with an offset no higher; so when the
+        # offset plus the largest total in scope fits, only the sections changed here can fail.
         feasible = True
-        for section in range(lo, hi):
-            bottom = max(floor[section], chosen_offset)
-            if bottom + total[section] > capacity:
-                feasible = False
-                break
+        if chosen_offset + _range_max(total, lo, hi) <= capacity:
+            for section in range(section_lo[chosen], section_hi[chosen]):
+                if max(floor[section], chosen_offset) + total[half + section] > capacity:
+                    feasible = False
+                    break
+            for index in range(affected):
+                section = scratch[index]
+                if max(floor[section], chosen_offset) + total[half + section] > capacity:
+                    feasible = False
+                    break
+        else:
+            for section in range(lo, hi):
+                if max(floor[section], chosen_offset) + total[half + section] > capacity:
+                    feasible = False
+                    break
         if feasible:
             depth += 1
             phase = _ENTER
