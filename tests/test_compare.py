@@ -113,3 +113,5 @@ def test_summary_uses_the_geometric_mean_and_counts_the_lower_bound():
     assert summary.geomean_ratio == pytest.approx(1.0)
     assert math.isclose(summary.worst_ratio, 2.0) and summary.worst_source == "a"
     assert summary.at_lower_bound == 2 and summary.sources == 3 and summary.seconds == 1.5
+    (perfect,) = summarize([row("a", 1.0, 100)], ["p"])
+    assert perfect.worst_source == ""  # nothing to point at when the bound is reached everywhere

@@ -20,7 +20,7 @@ class PlannerSummary:
     sources: int
     geomean_ratio: float
     worst_ratio: float
-    worst_source: str
+    worst_source: str  # "" when the planner reached the lower bound everywhere
     at_lower_bound: int  # sources where the total equals the lower bound
     proven_optimal: int
     seconds: float  # planning time summed over the sources
@@ -46,7 +46,7 @@ def summarize(rows: Iterable[PlanRow], planners: Sequence[str]) -> list[PlannerS
                 sources=len(planned),
                 geomean_ratio=math.exp(sum(math.log(r.ratio) for r in planned) / len(planned)),
                 worst_ratio=worst.ratio,
-                worst_source=worst.source,
+                worst_source="" if worst.at_lower_bound else worst.source,
                 at_lower_bound=sum(r.at_lower_bound for r in planned),
                 proven_optimal=sum(r.proven_optimal for r in planned),
                 seconds=sum(r.seconds for r in planned),

@@ -45,7 +45,7 @@ def summary_table(summaries: Sequence[PlannerSummary]) -> Table:
             str(s.sources),
             f"{s.geomean_ratio:.4f}",
             f"{s.worst_ratio:.3f}",
-            s.worst_source,
+            s.worst_source or "-",
             f"{s.at_lower_bound}/{s.sources} ({s.share_at_lower_bound:.0%})",
             str(s.proven_optimal),
             format_seconds(s.seconds),
