@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+from srbench.runtimes import intra_op_threads
 from srbench.static import StaticModule, StaticOptions
 
 OPTIONS = [
@@ -27,10 +28,8 @@ def option_id(options: StaticOptions) -> str:
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)  # the machine is shared; parallel kernels only add noise here
-    yield
-    torch.set_num_threads(previous)
+    with intra_op_threads(1):  # the machine is shared; parallel kernels only add noise here
+        yield
 
 
 class Views(torch.nn.Module):

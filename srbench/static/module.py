@@ -32,6 +32,12 @@ class StaticModule:
     ``options.planner`` and generates the code. Inputs of other shapes (or strides) are prepared
     the same way on first sight and cached by shape, so a plan is never reused for a shape it was
     not made for. Only the cache changes after construction, under a lock.
+
+    Like PyTorch's Static Runtime (which takes frozen modules), this assumes the model's
+    parameters and buffers keep their values after preparing, except where the model itself
+    updates a buffer in place: values computed from constants only (a transposed weight made
+    contiguous, an ``arange``) are computed once, at prepare time. Preparing a new shape runs
+    ``torch.export``, which must not overlap eager calls of modules in other threads.
     """
 
     def __init__(
