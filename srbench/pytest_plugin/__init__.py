@@ -42,7 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads its options
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda: needs a CUDA GPU (skipped with the reason without one)")
-    if not config.getoption("srbench_benchmark") and hasattr(config.option, "benchmark_disable"):
+    timing_asked = config.getoption("srbench_benchmark") or getattr(config.option, "benchmark_enable", False)
+    if not timing_asked and hasattr(config.option, "benchmark_disable"):
         config.option.benchmark_disable = True
     if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
         config.pluginmanager.register(SummaryCollector(config), "srbench-summary")

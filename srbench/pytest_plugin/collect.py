@@ -1,5 +1,5 @@
 """Collection: a suite file becomes a Python-module-like collector over the one test function of
-:mod:`srbench.pytest_plugin.case_test`, parametrized with the suite's cases.
+:mod:`srbench.pytest_plugin.suite_case`, parametrized with the suite's cases.
 
 A custom ``pytest.Item`` per case (the documented YAML example) could not use fixtures, so it
 could not use pytest-benchmark's ``benchmark``; a ``pytest.Module`` whose object is our own module
@@ -27,14 +27,14 @@ def is_suite_file(file_path: Any, session: pytest.Session) -> bool:
 
 
 class SuiteFile(pytest.Module):
-    """One suite file; its object is :mod:`case_test`, whose only test is :data:`TEST_FUNCTION`."""
+    """One suite file; its object is :mod:`suite_case`, whose only test is :data:`TEST_FUNCTION`."""
 
     suite: Any = None
 
     def _getobj(self) -> types.ModuleType:
-        from srbench.pytest_plugin import case_test
+        from srbench.pytest_plugin import suite_case
 
-        return case_test
+        return suite_case
 
     def funcnamefilter(self, name: str) -> bool:
         return name == TEST_FUNCTION

@@ -128,4 +128,11 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
         repetitions=document.get("repetitions", 20),
         slow=document.get("slow", False),
     )
+    if not cases and not unavailable:
+        raise SuiteError(
+            path,
+            "exclude" if document.get("exclude") else "axes",
+            "the sweep is empty: every combination is excluded (by the rules or by the runtimes' devices); "
+            "expected at least one case",
+        )
     return Suite(name=path.stem, path=path, cases=cases, description=document.get("description", ""), unavailable=unavailable)
