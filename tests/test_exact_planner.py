@@ -129,6 +129,15 @@ def test_offsets_keep_the_alignment_and_zero_size_tensors_sit_at_zero():
     assert plan.offsets["empty"] == 0
 
 
+def test_slabs_too_large_for_the_int64_search_keep_the_heuristic_plan_unproven():
+    records = [R(r.id, r.first, r.last, r.size * 2**54) for r in HEURISTICS_TRAP]  # about 2**64 bytes in all
+    plan = exact.plan(records)
+    validate_plan(records, plan)
+    assert plan.total_bytes == best.plan(records).total_bytes > lower_bound(records)
+    assert not plan.proven_optimal
+    assert plan.notes["stopped"] == "too large to search"
+
+
 def test_no_records_is_an_empty_proven_plan():
     plan = exact.plan([])
     assert plan.total_bytes == 0 and plan.proven_optimal and plan.offsets == {}

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord, lower_bound
+from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord, align_up, lower_bound
 from srbench.planners import best as fast_heuristics
 from srbench.planners._exact_search import (
     EXHAUSTED,
@@ -55,6 +55,9 @@ LADDER_DENOMINATOR = 32
 # Work (nodes entered plus placements tried) each capacity and order gets in the first round;
 # doubled every round. Tight capacities cost more per unit, loose ones find packings quickly.
 FIRST_ROUND_WORK = 4096
+# The compiled search works in int64: slabs beyond this (only hand-made records get there) are
+# left as the heuristics planned them, unproven.
+SEARCH_LIMIT_BYTES = 2**60
 # Wall-clock seconds one call into the compiled search aims at, so the time limit is kept.
 SLICE_SECONDS = 0.02
 
@@ -186,7 +189,9 @@ def plan(
         offsets = np.array([start.offsets[placed[i].id] for i in part.buffer_ids], dtype=np.int64)
         incumbents.append(_Incumbent(int((offsets + part.size).max()), offsets))
     minimizer = _Minimizer(parts, incumbents, bound, alignment, started, started + time_limit)
-    minimizer.solve()
+    searchable = sum(align_up(record.size, alignment) for record in placed) < SEARCH_LIMIT_BYTES
+    if searchable:
+        minimizer.solve()
     offsets = {
         placed[buffer].id: int(offset)
         for part, incumbent in zip(parts, minimizer.incumbents)
@@ -205,7 +210,7 @@ def plan(
         search_steps=minimizer.steps,
         progress=minimizer.progress,
         seconds=round(time.perf_counter() - started, 3),
-        stopped="optimal" if best <= proven else "time limit",
+        stopped="optimal" if best <= proven else "time limit" if searchable else "too large to search",
         time_limit=time_limit,
     )
     return dataclasses.replace(result, proven_optimal=best <= proven)
