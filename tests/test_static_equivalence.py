@@ -168,3 +168,16 @@ def test_hand_made_graphs_match_eager(case, options):
     model = factory().eval()
     module, _ = run_protocol(model, make_inputs(first_shapes, 1), make_inputs(second_shapes, 2), options)
     assert module.shapes_prepared == 2
+
+
+@pytest.mark.parametrize("case", ["conv_block", "in_place", "multi_output", "mlp"])
+def test_core_aten_graphs_match_eager(case):
+    """``decompose``: the functionalized core-ATen graph, where every op has an out variant."""
+    factory, first_shapes, second_shapes = CASES[case]
+    torch.manual_seed(0)
+    model = factory().eval()
+    module, _ = run_protocol(model, make_inputs(first_shapes, 1), make_inputs(second_shapes, 2), StaticOptions(decompose=True))
+    if case == "conv_block":  # conv2d, batch_norm, max_pool2d and layer_norm gain out variants
+        plain = StaticModule(model, make_inputs(first_shapes, 1))
+        assert module.prepared.count("out") > plain.prepared.count("out")
+        assert module.prepared.slab_bytes > plain.prepared.slab_bytes

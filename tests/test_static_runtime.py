@@ -301,3 +301,20 @@ def test_profile_reports_every_node_and_serialises():
     assert data["managed_bytes"] == profile.managed_bytes and len(data["nodes"]) == 5
     table = profile.table()
     assert "aten::linear" in table and "out-variant nodes" in table and "4 of 5" in table
+
+
+def test_functionalized_graph_writes_mutated_buffers_and_inputs_back():
+    class MutatesInput(torch.nn.Module):
+        def forward(self, x):
+            x.add_(1)
+            return x * 2
+
+    model = Counter()
+    runtime = StaticModule(model, (torch.randn(3), torch.randn(3)), StaticOptions(decompose=True)).runtime()
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(runtime(x, y), x * y)
+    runtime(x, y)
+    assert model.calls.item() == 2  # the buffer update reached the model, once per run
+    x = torch.zeros(3)
+    out = StaticModule(MutatesInput(), (x.clone(),), StaticOptions(decompose=True)).runtime()(x)
+    assert torch.equal(x, torch.ones(3)) and torch.equal(out, torch.full((3,), 2.0))

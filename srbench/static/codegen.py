@@ -106,6 +106,7 @@ class CodeWriter:
         user_inputs: Sequence[str],
         constants: Mapping[str, Any],
         out_spec: pytree.TreeSpec,
+        mutations: Mapping[int, str],
         guards: Sequence[tuple[torch.Size, tuple[int, ...], torch.dtype, torch.device]],
         cleanup_slab_bytes: int | None,
     ):
@@ -115,6 +116,7 @@ class CodeWriter:
         self.user_inputs = list(user_inputs)
         self.constants = constants
         self.out_spec = out_spec
+        self.mutations = mutations  # flat output index -> placeholder it must be copied into
         self.guards = guards
         self.cleanup_slab_bytes = cleanup_slab_bytes
         self.names = _Names()
@@ -272,7 +274,12 @@ class CodeWriter:
                 body.append((plan.node.name, lines))
         output = next(node for node in self.graph.nodes if node.op == "output")
         flat = [self.render(value) for value in output.args[0]]
-        returned = self.output_expr(self.out_spec, list(flat))
+        user = [expr for index, expr in enumerate(flat) if index not in self.mutations]
+        returned = self.output_expr(self.out_spec, list(user))
+        # a functionalized graph returns new values of the inputs and buffers it mutates
+        write_back = [f"{self.expr[target]}.copy_({flat[index]})" for index, target in sorted(self.mutations.items())]
+        if write_back:
+            body.append((None, write_back))
         body = self._with_deletes(body, set(flat))
         timed = tuple(
             TimedNode(name, self.plans[name].kind, self.plans[name].how) for name, _ in body if name is not None

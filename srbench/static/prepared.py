@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
 
 from srbench.graph import CapturedGraph, capture
 from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes
@@ -161,6 +161,22 @@ def _written_storages(graph: torch.fx.Graph, analysis: LifetimeAnalysis) -> set[
                 if isinstance(value, torch.fx.Node) and value.name in analysis.storage_of:
                     written.add(analysis.storage_of[value.name])
     return written
+
+
+def _mutation_outputs(captured: CapturedGraph) -> dict[int, str]:
+    """Outputs of a functionalized graph (``decompose``) that carry the new value of a buffer or
+    an input it mutates: flat output index -> the placeholder to copy it into."""
+    signature = captured.exported.graph_signature
+    buffers = {spec.target: spec.arg.name for spec in signature.input_specs if spec.kind == InputKind.BUFFER}
+    mutations = {}
+    for index, spec in enumerate(signature.output_specs):
+        if spec.kind == OutputKind.BUFFER_MUTATION:
+            mutations[index] = buffers[spec.target]
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            mutations[index] = spec.target
+        elif spec.kind != OutputKind.USER_OUTPUT:
+            raise UnsupportedOpError(f"graph output of kind {spec.kind.name}", spec.arg.name, "the static runtime cannot return it")
+    return mutations
 
 
 def _geometry(value: Any) -> tuple:
@@ -335,7 +351,8 @@ def prepare_graph(
     device = inputs[0].device if inputs else torch.device("cpu")
 
     schema_analysis = analyze_lifetimes(graph)
-    written = _written_storages(graph, schema_analysis)
+    mutations = _mutation_outputs(captured)
+    written = _written_storages(graph, schema_analysis) | set(mutations.values())
     probe_values = {n: (v.clone() if n in written and isinstance(v, torch.Tensor) else v) for n, v in values.items()}
     with torch.no_grad():
         resolutions = resolve(graph, probe_values, frozenset(constant_nodes - written), out_variants)
@@ -357,6 +374,7 @@ def prepare_graph(
         user_inputs,
         {n: v for n, v in values.items() if n in constant_nodes},
         out_spec,
+        mutations,
         [spec.guard for spec in specs],
         plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None,
     )
