@@ -6,8 +6,11 @@ a fresh process per benchmark, and ``setup_cache`` is not parametrized. So the e
 (preparing the runtime, profiling it, reading its memory plan) runs here once per case and
 version of the code, in a subprocess (one for all the cases still to measure, so torch is
 imported once; a case that crashes or hangs it is recorded as failed and a new subprocess takes
-the rest), and the numbers are written to a JSON file per case that every later import reads. Failures are not
-cached: their cause may lie outside the code (a missing package, a busy machine).
+the rest), and the numbers, or the failure, are written to a JSON file per case that every later
+import reads. asv imports this module for discovery and again to run the benchmarks, and needs
+the same parameter grid both times, so a failure is cached too rather than measured again (delete
+``.asv/measurements`` to retry after fixing the environment rather than the code); for the same
+reason the code must not change while asv runs.
 
 The cache key covers what the numbers depend on: the case's settings, the source of the
 installed ``srbench`` and ``srbench_models`` packages, the torch version and the interpreter.
@@ -157,8 +160,7 @@ def load_or_measure(cases: Sequence[CaseSpec], cache_dir: Path) -> dict[str, Cas
     if missing:
         timeout_s = float(os.environ.get(MEASURE_TIMEOUT_VARIABLE) or DEFAULT_MEASURE_TIMEOUT_S)
         for case, metrics in zip(missing, measure_in_subprocess(missing, timeout_s)):
-            if metrics.failure is None:
-                atomic_write_text(version_dir / case_file_name(case), json.dumps(asdict(metrics), indent=1, sort_keys=True))
+            atomic_write_text(version_dir / case_file_name(case), json.dumps(asdict(metrics), indent=1, sort_keys=True))
             cached[case.id] = metrics
         _prune(Path(cache_dir), keep=version_dir)
     return {case.id: cached[case.id] for case in cases}
