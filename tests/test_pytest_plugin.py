@@ -243,3 +243,20 @@ def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
     assert summary["counts"] == {outcome: list(expected.values()).count(outcome) for outcome in set(expected.values())}
     (eager,) = summary["models"]["mlp"]
     assert eager["latency_median_s"] is None and eager["peak_bytes"] > 0
+
+
+def test_a_model_that_cannot_be_captured_is_an_expected_failure(monkeypatch):
+    """``run_case`` itself (what every suite case runs): a CaptureError from preparing becomes
+    ``pytest.xfail`` with the reason, and nothing is recorded."""
+    from srbench.graph import CaptureError
+    from srbench.pytest_plugin.run import run_case
+
+    def cannot_capture(spec):
+        raise CaptureError(spec.model, "Could not guard on data-dependent expression u0 > 0")
+
+    monkeypatch.setattr("srbench.measure.prepare_case", cannot_capture)
+    properties: list = []
+    spec = CaseSpec("s", "mlp", "srbench", "greedy_by_size", 1, True, True, False, "cpu", None, None, None, 1)
+    with pytest.raises(pytest.xfail.Exception, match=r"^CaptureError: cannot capture model 'mlp': Could not guard"):
+        run_case(spec, None, properties)
+    assert properties == []

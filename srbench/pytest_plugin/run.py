@@ -8,11 +8,12 @@ two workers ever write the same file.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from srbench.suites.spec import CaseSpec
+if TYPE_CHECKING:  # importing srbench.suites loads the zoo and torch: not at plugin import
+    from srbench.suites.spec import CaseSpec
 
 RESULT_PROPERTY = "srbench"
 
