@@ -37,7 +37,10 @@ MAX_QUICK_CASES = 2
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 INSTALL_BROWSER = "apt-get install -y chromium (or run scripts/asv-setup --browser)"
 
-BROKEN_RUNTIME = '''
+BROKEN_RUNTIMES = '''
+import os
+
+
 class BrokenRuntime:
     """A runtime plugin that prepares fine and fails every call."""
     honours = ()
@@ -49,6 +52,13 @@ class BrokenRuntime:
 
     def __call__(self, *inputs):
         raise RuntimeError("BrokenRuntime fails every call on purpose")
+
+
+class CrashingRuntime(BrokenRuntime):
+    """A runtime plugin whose calls kill the interpreter, as a segfault in native code would."""
+
+    def __call__(self, *inputs):
+        os._exit(3)
 '''
 
 
@@ -63,11 +73,13 @@ def quick_case_ids() -> list[str]:
 
 def write_broken_runtime_plugin(folder: Path) -> None:
     folder.mkdir()
-    (folder / "srbench_broken_runtime.py").write_text(BROKEN_RUNTIME)
+    (folder / "srbench_broken_runtime.py").write_text(BROKEN_RUNTIMES)
     info = folder / "srbench_broken_runtime-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: srbench-broken-runtime\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[srbench.runtimes]\nbroken = srbench_broken_runtime:BrokenRuntime\n")
+    (info / "entry_points.txt").write_text(
+        "[srbench.runtimes]\nbroken = srbench_broken_runtime:BrokenRuntime\ncrash = srbench_broken_runtime:CrashingRuntime\n"
+    )
 
 
 def temporary_config(project: Path) -> Path:
@@ -255,3 +267,21 @@ def test_published_page_lists_the_benchmarks_and_draws_a_graph_offline(asv_run, 
     plot_area = pixels[150:650, 300:1150]  # the graph's frame at this window size
     spread = plot_area.max(axis=2) - plot_area.min(axis=2)
     assert (spread > 0.3).sum() > 20, "no coloured series drawn inside the graph"
+
+
+@pytest.mark.slow
+def test_a_case_that_kills_the_measuring_interpreter_fails_alone(tmp_path, monkeypatch):
+    """The crash is that case's failure; a new interpreter measures the cases after it."""
+    from dataclasses import replace
+
+    from srbench.asv_tracking.case_measurements import load_or_measure
+
+    write_broken_runtime_plugin(tmp_path / "plugins")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "plugins"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    eager = next(case for case in load_suite(REPO_ROOT / "suites" / "quick.yaml").cases if case.id == "mlp-eager-t1")
+    crashing = replace(eager, runtime="crash")
+    metrics = load_or_measure([crashing, eager], tmp_path / "cache")
+    assert "exited with status 3" in metrics[crashing.id].failure
+    assert metrics[eager.id].failure is None and metrics[eager.id].op_seconds_by_kind
+    assert len(list((tmp_path / "cache").rglob("*.json"))) == 2  # both cached, the failure too

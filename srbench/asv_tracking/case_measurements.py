@@ -23,21 +23,24 @@ import hashlib
 import importlib.util
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import IO, Any, Sequence
 
 from srbench.asv_tracking.atomic_json import atomic_write_text
 from srbench.suites import CaseSpec
 
 CACHE_VARIABLE = "SRBENCH_ASV_CACHE"
 MEASURE_TIMEOUT_VARIABLE = "SRBENCH_ASV_MEASURE_TIMEOUT"
-DEFAULT_MEASURE_TIMEOUT_S = 900.0
+DEFAULT_MEASURE_TIMEOUT_S = 900.0  # per case
 KEPT_CODE_VERSIONS = 8
 _FORMAT_VERSION = 1
 _LINE_PREFIX = "srbench-case-metrics "  # marks the subprocess's result lines among other output
@@ -103,40 +106,47 @@ def case_file_name(case: CaseSpec) -> str:
     return hashlib.sha256(settings.encode()).hexdigest()[:24] + ".json"
 
 
-def measure_in_subprocess(cases: Sequence[CaseSpec], timeout_s: float) -> list[CaseMetrics]:
-    """Measure ``cases`` in fresh interpreters, in order, one :class:`CaseMetrics` per case.
+def _pump(stream: IO[str], lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
 
-    The subprocess prints one JSON line per case as it finishes it, so when it dies or exceeds
-    ``timeout_s`` per case, the cases before are kept, the one it was on is recorded as failed,
-    and a new subprocess takes the rest.
+
+def measure_in_subprocess(cases: Sequence[CaseSpec], timeout_s: float) -> Iterator[tuple[CaseSpec, CaseMetrics]]:
+    """Measure ``cases`` in a fresh interpreter, yielding each case's metrics as it is done.
+
+    When the subprocess dies or spends more than ``timeout_s`` on one case, that case is recorded
+    as failed (with the end of its error output) and a new subprocess takes the rest.
     """
-    results: list[CaseMetrics] = []
     remaining = list(cases)
     while remaining:
-        command = [sys.executable, "-m", __name__]
-        process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        request = json.dumps([case.to_json() for case in remaining])
-        try:
-            stdout, stderr = process.communicate(request, timeout=timeout_s * len(remaining))
-            problem = f"measuring exited with status {process.returncode}"
-        except subprocess.TimeoutExpired:
+        with tempfile.TemporaryFile("w+") as errors:
+            process = subprocess.Popen(
+                [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True
+            )
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(json.dumps([case.to_json() for case in remaining]))
+            process.stdin.close()
+            lines: queue.Queue[str | None] = queue.Queue()
+            threading.Thread(target=_pump, args=(process.stdout, lines), daemon=True).start()
+            problem = None
+            while remaining and problem is None:
+                try:
+                    line = lines.get(timeout=timeout_s)
+                except queue.Empty:
+                    problem = f"measuring took longer than {timeout_s:.0f} s ({MEASURE_TIMEOUT_VARIABLE})"
+                    break
+                if line is None:
+                    problem = f"measuring exited with status {process.wait()}"
+                elif line.startswith(_LINE_PREFIX):
+                    yield remaining.pop(0), CaseMetrics.from_json(json.loads(line[len(_LINE_PREFIX):]))
             process.kill()
-            stdout, stderr = process.communicate()
-            problem = f"measuring took longer than {timeout_s:.0f} s per case ({MEASURE_TIMEOUT_VARIABLE})"
-        finished = [
-            CaseMetrics.from_json(json.loads(line[len(_LINE_PREFIX):]))
-            for line in stdout.splitlines()
-            if line.startswith(_LINE_PREFIX)
-        ]
-        results += finished
-        remaining = remaining[len(finished):]
-        if remaining:
-            tail = "\n".join(stderr.strip().splitlines()[-15:])
-            results.append(CaseMetrics(remaining[0].id, failure=f"{problem}:\n{tail}"))
-            remaining = remaining[1:]
-    return results
+            process.wait()
+            if remaining:
+                errors.seek(0)
+                tail = "\n".join(errors.read().strip().splitlines()[-15:])
+                case = remaining.pop(0)
+                yield case, CaseMetrics(case.id, failure=f"{problem}:\n{tail}")
 
 
 def _prune(cache_dir: Path, keep: Path) -> None:
@@ -159,7 +169,7 @@ def load_or_measure(cases: Sequence[CaseSpec], cache_dir: Path) -> dict[str, Cas
     missing = [case for case in cases if case.id not in cached]
     if missing:
         timeout_s = float(os.environ.get(MEASURE_TIMEOUT_VARIABLE) or DEFAULT_MEASURE_TIMEOUT_S)
-        for case, metrics in zip(missing, measure_in_subprocess(missing, timeout_s)):
+        for case, metrics in measure_in_subprocess(missing, timeout_s):  # each cached as soon as measured
             atomic_write_text(version_dir / case_file_name(case), json.dumps(asdict(metrics), indent=1, sort_keys=True))
             cached[case.id] = metrics
         _prune(Path(cache_dir), keep=version_dir)
