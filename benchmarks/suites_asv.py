@@ -2,7 +2,8 @@
 
 The cases come from ``suites/*.yaml`` through ``srbench.suites.load_suite`` (the files pytest
 runs), chosen by ``SRBENCH_ASV_SUITES`` (default ``quick``, the CI suite; e.g.
-``SRBENCH_ASV_SUITES=full`` or ``quick,planners``) and optionally narrowed by a regular expression
+``SRBENCH_ASV_SUITES=full`` or ``quick,planners``; ``none`` for no case, so that running other
+benchmark modules does not measure the suites) and optionally narrowed by a regular expression
 on the case id in ``SRBENCH_ASV_CASES``. For every case:
 
 - ``EndToEnd.time_run``: latency of one call of the prepared runtime (asv's timer);
@@ -25,15 +26,16 @@ case only.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 from srbench.asv_tracking.case_measurements import CaseMetrics, default_cache_dir, load_or_measure
-from srbench.asv_tracking.suite_selection import CASES_VARIABLE, selected_cases
+from srbench.asv_tracking.suite_selection import CASES_VARIABLE, NO_SUITES, SUITES_VARIABLE, selected_cases
 from srbench.asv_tracking.tracked_metrics import not_applicable_errors, prepare, tracked_op_times, unavailable_device
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CASES = selected_cases(REPO_ROOT / "suites")
-if not CASES:
+if not CASES and os.environ.get(SUITES_VARIABLE) != NO_SUITES:
     raise LookupError(f"the selected suites have no case (check {CASES_VARIABLE} and the suite files)")
 CASE_IDS = list(CASES)
 METRICS = load_or_measure(list(CASES.values()), default_cache_dir(REPO_ROOT))
@@ -114,3 +116,7 @@ class OpTime:
         return _number(OP_TIMES[case_id].get(node_kind))
 
     track_op_time.unit = "seconds"
+
+
+if not CASES:  # SRBENCH_ASV_SUITES=none: no suite benchmarks in this run
+    del EndToEnd, Memory, OpTime

@@ -99,6 +99,7 @@ def test_selection_reads_the_named_suite_files_and_filters_case_ids(tmp_path):
     (tmp_path / "one.yaml").write_text("axes:\n  models: {names: [mlp]}\n  runtimes: [eager, torchscript]\n")
     environ = {"SRBENCH_ASV_SUITES": "one", "SRBENCH_ASV_CASES": "torchscript"}
     assert list(selected_cases(tmp_path, environ)) == ["mlp-torchscript-t1"]
+    assert selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "none"}) == {}
     with pytest.raises(SuiteError, match="SRBENCH_ASV_SUITES.*expected a path or one of one"):
         selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "missing"})
     with pytest.raises(SuiteError, match="SRBENCH_ASV_CASES.*regular expression"):

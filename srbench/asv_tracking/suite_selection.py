@@ -3,7 +3,8 @@
 asv imports the benchmark module several times per run (discovery, then every benchmark
 process) and needs the same parameter grid each time, so the selection is a pure function of the
 environment: ``SRBENCH_ASV_SUITES`` names the suite files (paths, or names of files in
-``suites/``, separated by commas; default ``quick``, the suite CI runs) and ``SRBENCH_ASV_CASES``
+``suites/``, separated by commas; default ``quick``, the suite CI runs; ``none`` selects no case,
+so that ``asv run --bench other_module`` does not measure the suites) and ``SRBENCH_ASV_CASES``
 optionally keeps only the case ids matching a regular expression (a quick look at one model).
 """
 
@@ -19,6 +20,7 @@ from srbench.suites import CaseSpec, SuiteError, load_suite
 SUITES_VARIABLE = "SRBENCH_ASV_SUITES"
 CASES_VARIABLE = "SRBENCH_ASV_CASES"
 DEFAULT_SUITES = "quick"
+NO_SUITES = "none"
 
 
 def suite_paths(spec: str, suites_dir: Path) -> list[Path]:
@@ -48,6 +50,8 @@ def suite_paths(spec: str, suites_dir: Path) -> list[Path]:
 def selected_cases(suites_dir: Path, environ: Mapping[str, str] = os.environ) -> dict[str, CaseSpec]:
     """The tracked cases by id, in suite order. A case id found in two suites is measured once."""
     spec = environ.get(SUITES_VARIABLE) or DEFAULT_SUITES
+    if spec == NO_SUITES:
+        return {}
     pattern = environ.get(CASES_VARIABLE)
     try:
         keep = re.compile(pattern) if pattern else None
