@@ -55,6 +55,7 @@ class NightlyOptions:
 def _asv(options: NightlyOptions, *arguments: str, check: bool = True) -> int:
     """Run ``asv`` (the one installed beside this interpreter) on the nightly's configuration."""
     environ = dict(os.environ)
+    environ.setdefault("HF_HUB_OFFLINE", "1")  # zoo models are built from configs, never downloaded
     if options.suites:
         environ[SUITES_VARIABLE] = options.suites
     command = [sys.executable, "-m", "asv", *arguments, "--config", str(options.config)]
