@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="asv configuration (default: %(default)s)")
     parser.add_argument("--factor", type=float, default=None,
                         help="a benchmark is a regression when it is this many times worse (default 1.1)")
-    parser.add_argument("--machine", default=None, help="asv machine name (default: the one in ~/.asv-machine.json, or the host name)")
+    parser.add_argument("--machine", default=None, help="asv machine name (default: the host name; described in ~/.asv-machine.json if new)")
     parser.add_argument("-E", "--environment", default=None,
                         help="asv environment spec, e.g. existing:.venv/bin/python to measure the installed HEAD "
                              "(default: asv builds each commit into the configuration's virtualenv)")
@@ -47,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.factor is not None and args.factor <= 1.0:
         print(f"error: --factor must be greater than 1 (e.g. 1.1 for 10%), got {args.factor}")
+        return 2
+    if args.max_commits < 1:
+        print(f"error: --max-commits must be at least 1, got {args.max_commits}")
         return 2
     options = NightlyOptions(
         config=args.config.absolute(),
