@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -88,12 +89,16 @@ class Partition:
     def lower_bound(self) -> int:
         return int(self.section_total.max()) if self.section_total.size else 0
 
-    def preorder_rank(self, heuristic: str) -> np.ndarray:
-        """Rank of each buffer in the static order named by ``heuristic`` (ties by index)."""
-        largest_total = np.array(
+    @cached_property
+    def largest_total(self) -> np.ndarray:
+        """The largest section total each buffer is part of."""
+        return np.array(
             [self.section_total[lo:hi].max() for lo, hi in zip(self.section_lo, self.section_hi)], dtype=np.int64
         )
-        columns = {"W": self.width, "A": self.width * self.size, "T": largest_total}
+
+    def preorder_rank(self, heuristic: str) -> np.ndarray:
+        """Rank of each buffer in the static order named by ``heuristic`` (ties by index)."""
+        columns = {"W": self.width, "A": self.width * self.size, "T": self.largest_total}
         keys = [np.arange(self.size.shape[0])] + [-columns[letter] for letter in reversed(heuristic)]
         order = np.lexsort(keys)
         rank = np.empty_like(order)
@@ -180,9 +185,10 @@ class SearchState:
             self.total[level // 2 : level] = np.maximum(self.total[level : 2 * level : 2], self.total[level + 1 : 2 * level : 2])
             level //= 2
         # cuts[s]: unplaced buffers alive in both section s and s + 1; zero splits the problem.
-        self.cuts = np.zeros(num_sections, dtype=np.int64)
-        for lo, hi in zip(partition.section_lo, partition.section_hi):
-            self.cuts[lo : hi - 1] += 1
+        crossings = np.zeros(num_sections + 1, dtype=np.int64)
+        np.add.at(crossings, partition.section_lo, 1)
+        np.add.at(crossings, partition.section_hi - 1, -1)
+        self.cuts = np.cumsum(crossings)[:num_sections]
         self.scratch = np.zeros(num_sections, dtype=np.int64)
         self.mark = np.zeros(num_sections, dtype=np.int64)
         self.level = np.zeros((_LEVEL_ROWS, count + 1), dtype=np.int64)

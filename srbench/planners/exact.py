@@ -64,7 +64,7 @@ SLICE_SECONDS = 0.02
 
 @dataclass
 class _Incumbent:
-    """The best packing known for one partition (from greedy, then from the search)."""
+    """The best packing known for one partition (from the heuristics, then from the search)."""
 
     total: int
     offsets: np.ndarray
@@ -135,10 +135,9 @@ class _Minimizer:
         for index, part in enumerate(self.parts):
             if self.incumbents[index].total <= attempt.capacity:
                 continue
-            states = attempt.states.setdefault(
-                index, [SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS]
-            )
-            for state in states:
+            if index not in attempt.states:
+                attempt.states[index] = [SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS]
+            for state in attempt.states[index]:
                 status = self.run(state, budget)
                 if status == EXHAUSTED:
                     return EXHAUSTED
