@@ -29,7 +29,7 @@ import math
 import os
 from pathlib import Path
 
-from srbench.asv_tracking.case_measurements import CaseMetrics, default_cache_dir, load_or_measure
+from srbench.asv_tracking.case_measurements import CaseMetrics, asv_run_key, default_cache_dir, load_or_measure
 from srbench.asv_tracking.suite_selection import CASES_VARIABLE, NO_SUITES, SUITES_VARIABLE, selected_cases
 from srbench.asv_tracking.tracked_metrics import not_applicable_errors, prepare, tracked_op_times, unavailable_device
 
@@ -38,7 +38,7 @@ CASES = selected_cases(REPO_ROOT / "suites")
 if not CASES and os.environ.get(SUITES_VARIABLE) != NO_SUITES:
     raise LookupError(f"the selected suites have no case (check {CASES_VARIABLE} and the suite files)")
 CASE_IDS = list(CASES)
-METRICS = load_or_measure(list(CASES.values()), default_cache_dir(REPO_ROOT))
+METRICS = load_or_measure(list(CASES.values()), default_cache_dir(REPO_ROOT), run_key=asv_run_key())
 OP_TIMES = {case_id: tracked_op_times(metrics.op_seconds_by_kind) for case_id, metrics in METRICS.items()}
 NODE_KINDS = sorted({kind for times in OP_TIMES.values() for kind in times})
 

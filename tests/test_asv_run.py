@@ -155,6 +155,8 @@ def values_by_case(benchmarks: dict, results: dict, name: str) -> dict[tuple[str
 def test_quick_run_records_a_number_for_every_benchmark_of_every_quick_case(asv_run):
     project, run = asv_run
     assert run.returncode == 2, run.stdout[-3000:] + run.stderr[-3000:]  # 2: a benchmark failed (the broken case)
+    pins = list((project.root / "measurements" / "runs").iterdir())
+    assert len(pins) == 1, pins  # discovery and the benchmark processes shared one code version
     benchmarks, results = project.results()
     names = sorted(name for name in benchmarks if name.startswith("suites_asv."))
     assert names == [

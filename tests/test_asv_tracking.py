@@ -215,3 +215,20 @@ def test_nightly_in_an_existing_environment_refuses_to_file_numbers_of_another_t
     status = srbench_main(["nightly", "--config", str(measured_pair.config), "--python", "--no-publish", "--machine", "synthetic"])
     assert status == 2
     assert f"not from {measured_pair.config.parent}" in capsys.readouterr().err
+
+
+def test_an_asv_run_keeps_the_code_version_its_first_import_pinned(tmp_path):
+    """Later imports of the same run read the pinned version's measurements (no measuring here:
+    the case would fail to measure, as its runtime does not exist)."""
+    import dataclasses
+
+    from srbench.asv_tracking.case_measurements import CaseMetrics, case_file_name, load_or_measure
+
+    (tmp_path / "one.yaml").write_text("axes:\n  models: {names: [mlp]}\n  runtimes: [eager]\n")
+    case = dataclasses.replace(selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "one"})["mlp-eager-t1"], runtime="none")
+    cache = tmp_path / "cache"
+    (cache / "pinned-version").mkdir(parents=True)
+    (cache / "pinned-version" / case_file_name(case)).write_text(json.dumps(dataclasses.asdict(CaseMetrics(case.id, planned_bytes=7))))
+    (cache / "runs").mkdir()
+    (cache / "runs" / "4242-99").write_text("pinned-version")
+    assert load_or_measure([case], cache, run_key="4242-99")[case.id].planned_bytes == 7

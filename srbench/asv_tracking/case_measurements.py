@@ -9,8 +9,8 @@ imported once; a case that crashes or hangs it is recorded as failed and a new s
 the rest), and the numbers, or the failure, are written to a JSON file per case that every later
 import reads. asv imports this module for discovery and again to run the benchmarks, and needs
 the same parameter grid both times, so a failure is cached too rather than measured again (delete
-``.asv/measurements`` to retry after fixing the environment rather than the code); for the same
-reason the code must not change while asv runs.
+``.asv/measurements`` to retry after fixing the environment rather than the code), and the first
+import of an asv run pins the code version for the others (:func:`asv_run_key`).
 
 The cache key covers what the numbers depend on: the case's settings, the source of the
 installed ``srbench`` and ``srbench_models`` packages, the torch version and the interpreter.
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
@@ -149,16 +150,62 @@ def measure_in_subprocess(cases: Sequence[CaseSpec], timeout_s: float) -> Iterat
                 yield case, CaseMetrics(case.id, failure=f"{problem}:\n{tail}")
 
 
+RUNS_SUBDIR = "runs"
+_PIN_LIFETIME_S = 2 * 24 * 3600
+
+
+def asv_run_key() -> str | None:
+    """Which ``asv run`` this interpreter serves, or ``None`` outside asv.
+
+    asv imports the benchmark module in a discovery process and again in the processes that run
+    the benchmarks, all children of the ``asv`` process; if the code changed in between (an
+    editable install being edited), they would measure two code versions with two parameter
+    grids, and asv would run the wrong parameters. Keyed by the parent's pid and start time
+    (Linux), the first import pins the code version for the rest of that run.
+    """
+    entry = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if entry is None or entry.name != "benchmark.py" or entry.parent.name != "asv":
+        return None
+    parent = os.getppid()
+    try:
+        stat = Path(f"/proc/{parent}/stat").read_text()
+    except OSError:
+        return None
+    start_ticks = stat.rsplit(")", 1)[1].split()[19]  # field 22, counting from the state (field 3)
+    return f"{parent}-{start_ticks}"
+
+
+def _pinned_fingerprint(cache_dir: Path, run_key: str | None) -> str:
+    """The code version of this asv run: pinned by its first import, else the current one."""
+    pin = cache_dir / RUNS_SUBDIR / run_key if run_key else None
+    if pin is not None and pin.is_file():
+        return pin.read_text(encoding="utf-8").strip()
+    fingerprint = code_fingerprint()
+    if pin is not None:
+        atomic_write_text(pin, fingerprint)
+    return fingerprint
+
+
 def _prune(cache_dir: Path, keep: Path) -> None:
-    """Remove all but the newest code versions' folders (``keep`` among them)."""
-    versions = sorted((p for p in cache_dir.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    """Remove all but the newest code versions' folders (``keep`` among them) and old run pins."""
+    versions = sorted(
+        (p for p in cache_dir.iterdir() if p.is_dir() and p.name != RUNS_SUBDIR),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
     for stale in [p for p in versions if p != keep][KEPT_CODE_VERSIONS - 1:]:
         shutil.rmtree(stale, ignore_errors=True)
+    now = time.time()
+    for pin in (cache_dir / RUNS_SUBDIR).glob("*"):
+        if now - pin.stat().st_mtime > _PIN_LIFETIME_S:
+            pin.unlink(missing_ok=True)
 
 
-def load_or_measure(cases: Sequence[CaseSpec], cache_dir: Path) -> dict[str, CaseMetrics]:
-    """The metrics of every case, measuring (and caching) only those not measured before."""
-    version_dir = Path(cache_dir) / code_fingerprint()
+def load_or_measure(cases: Sequence[CaseSpec], cache_dir: Path, run_key: str | None = None) -> dict[str, CaseMetrics]:
+    """The metrics of every case, measuring (and caching) only those not measured before.
+    ``run_key`` (see :func:`asv_run_key`) keeps one code version for all imports of one asv run."""
+    cache_dir = Path(cache_dir)
+    version_dir = cache_dir / _pinned_fingerprint(cache_dir, run_key)
     cached: dict[str, CaseMetrics] = {}
     for case in cases:
         try:
@@ -172,7 +219,7 @@ def load_or_measure(cases: Sequence[CaseSpec], cache_dir: Path) -> dict[str, Cas
         for case, metrics in measure_in_subprocess(missing, timeout_s):  # each cached as soon as measured
             atomic_write_text(version_dir / case_file_name(case), json.dumps(asdict(metrics), indent=1, sort_keys=True))
             cached[case.id] = metrics
-        _prune(Path(cache_dir), keep=version_dir)
+        _prune(cache_dir, keep=version_dir)
     return {case.id: cached[case.id] for case in cases}
 
 
