@@ -275,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(synthetic_report(synthetic))
     if args.json:
-        from srbench.asv_tracking.atomic_json import atomic_write_text
+        from srbench.fileio import atomic_write_text
 
         document = {
             "alignment_minimalloc": ALIGNMENT,

@@ -10,43 +10,12 @@ writes a temporary file in the same folder, flushes it to disk and renames it ov
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from srbench.fileio import atomic_path
+
 _ORIGINAL_ATTRIBUTE = "_srbench_original_write_json"
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically.
-
-    On any exception the temporary file is removed and ``path`` is left as it was.
-    """
-    target = Path(path).absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".partial", dir=target.parent
-    )
-    os.close(handle)
-    temporary = Path(temporary_name)
-    try:
-        yield temporary
-        with open(temporary, "rb") as written:
-            os.fsync(written.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` (UTF-8) so that no reader ever sees part of it."""
-    with atomic_path(path) as temporary:
-        temporary.write_text(text, encoding="utf-8")
 
 
 def atomic_write_json(

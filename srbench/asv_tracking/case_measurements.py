@@ -36,7 +36,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import IO, Any, Sequence
 
-from srbench.asv_tracking.atomic_json import atomic_write_text
+from srbench.fileio import atomic_write_text
 from srbench.suites import CaseSpec
 
 CACHE_VARIABLE = "SRBENCH_ASV_CACHE"

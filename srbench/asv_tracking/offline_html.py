@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from srbench.asv_tracking.atomic_json import atomic_write_text
+from srbench.fileio import atomic_write_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENDOR_DIR = REPO_ROOT / ".asv" / "vendor"

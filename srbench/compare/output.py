@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from srbench.asv_tracking.atomic_json import atomic_path, atomic_write_text
+from srbench.fileio import atomic_path, atomic_write_text
 from srbench.compare.html import html_report
 from srbench.compare.pictures import layout_png, ratio_chart_png
 from srbench.compare.run import Comparison

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from srbench.asv_tracking.atomic_json import atomic_write_text
+from srbench.fileio import atomic_write_text
 from srbench.memory.records import RecordError, TensorUsageRecord, check_records
 
 REQUIRED_COLUMNS = ("id", "lower", "upper", "size")
