@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from srbench.cli import main
-from srbench.cli.plan import format_bytes
+from srbench.formatting import format_bytes
 from srbench.memory.minimalloc_csv import read_records, write_records
 from srbench.memory.records import TensorUsageRecord, lower_bound
 from srbench.registry import UnknownPluginError, unknown_name_message
@@ -119,13 +119,6 @@ def test_table_for_a_person(capsys, fake_zoo):
         total_bytes = int(row[header.index("TOTAL BYTES") : header.index("LOWER BOUND")].strip().replace(",", ""))
         assert format_bytes(total_bytes) in row  # human-readable size beside the byte count
     assert any(line.startswith("tiny: 1 graph output(s)") for line in lines)
-
-
-@pytest.mark.parametrize(
-    "nbytes, text", [(0, "0 B"), (1000, "1000 B"), (1536, "1.5 KiB"), (3 * 2**20, "3 MiB"), (5 * 2**30 // 4, "1.25 GiB")]
-)
-def test_format_bytes(nbytes, text):
-    assert format_bytes(nbytes) == text
 
 
 def test_a_model_that_cannot_be_captured_is_one_line_and_the_rest_still_run(capsys, fake_zoo):

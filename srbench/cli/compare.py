@@ -4,17 +4,19 @@ Prints, per model and planner, the planned tensors, slab total, ratio to the low
 planning time, then a per-planner summary (geometric mean of the ratio, worst case, how often the
 bound is reached); a progress bar runs meanwhile. Writes ``compare.json``, ``compare.md`` and a
 self-contained ``compare.html`` (pictures inlined) to ``--out`` (default ``results/``), with the
-pictures as PNG files beside them. Models are captured and analysed exactly as ``srbench plan``
-does; a model that cannot be captured is reported and the others continue (exit status 1).
+pictures as PNG files beside them. Models are captured and analysed as ``srbench plan`` does
+(:mod:`srbench.memory.sources`); a model that cannot be captured is reported and the others
+continue (exit status 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
-from srbench.cli.plan import DEFAULT_TIME_LIMIT, _names, _positive_float, _positive_int
+from srbench.cli._args import add_planning_options, capture_options, comma_separated, planner_options
 
 DEFAULT_ZOOS = ["builtin"]
 
@@ -27,30 +29,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "print and write per-model figures, a per-planner summary and pictures.",
     )
     parser.add_argument(
-        "--zoo", type=_names, metavar="A,B",
+        "--zoo", type=comma_separated, metavar="A,B",
         help=f"model providers to compare (default: {','.join(DEFAULT_ZOOS)} unless --models or --records is given)",
     )
-    parser.add_argument("--models", type=_names, metavar="A,B", help="only these zoo models")
+    parser.add_argument("--models", type=comma_separated, metavar="A,B", help="only these zoo models")
     parser.add_argument(
         "--records", nargs="+", default=[], type=Path, metavar="FILE.csv",
         help="also compare on records in MiniMalloc's CSV format (id,lower,upper,size)",
     )
     parser.add_argument(
-        "--planners", type=_names, default=["all"], metavar="all|A,B", help="planners to compare (default: all)"
+        "--planners", type=comma_separated, default=["all"], metavar="all|A,B",
+        help="planners to compare (default: all)",
     )
-    parser.add_argument("--batch", type=_positive_int, metavar="N", help="batch size of the example inputs")
-    parser.add_argument("--alignment", type=_positive_int, default=64, metavar="BYTES", help="alignment (default 64)")
-    parser.add_argument("--decompose", action="store_true", help="plan the core-ATen graphs")
-    parser.add_argument(
-        "--time-limit", type=_positive_float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
-        help=f"time limit per model for searching planners such as exact (default {DEFAULT_TIME_LIMIT:g})",
-    )
+    add_planning_options(parser)
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR", help="where to write (default results/)")
     parser.add_argument(
         "--layout", action="append", type=_layout, default=None, metavar="MODEL:PLANNER",
         help="draw this plan's memory layout (repeatable; default: each model's smallest plan)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="show what torch.export prints while capturing")
     parser.set_defaults(run=run)
 
 
@@ -62,7 +58,6 @@ def _layout(text: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from srbench.cli.plan import _takes
     from srbench.compare.output import write_report
     from srbench.compare.run import compare
     from srbench.compare.summary import summarize
@@ -85,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if not sources and not failures:
         print("srbench compare: nothing to compare: no models selected and no --records", file=sys.stderr)
         return 2
-    options = {name: {"time_limit": args.time_limit} for name in planners if _takes(get_planner(name), "time_limit")}
+    given = planner_options({name: get_planner(name) for name in planners}, args.time_limit)
+    options = {name: values for name, values in given.items() if values}
     comparison = compare(sources, planners, alignment=args.alignment, options=options)
     comparison.failures[:0] = failures
     print(text_report(comparison, summarize(comparison.rows, comparison.planners)))
@@ -106,6 +102,7 @@ def _sources(args: argparse.Namespace) -> tuple[list, list[str]]:
     Raises LookupError (with the known names) for an unknown provider or model name.
     """
     from srbench.compare.run import Source
+    from srbench.memory.sources import csv_records
 
     sources: list[Source] = []
     failures: list[str] = []
@@ -125,35 +122,14 @@ def _sources(args: argparse.Namespace) -> tuple[list, list[str]]:
             wanted = [zoo.get(name) for name in args.models]  # UnknownPluginError is a LookupError
             cases = [case for case in wanted if not zoos or case.provider in zoos]
         sources += [Source(case.name, case.provider, _model_loader(zoo, case.name, args)) for case in cases]
-    sources += [Source(path.stem, "records", _csv_loader(path)) for path in args.records]
+    sources += [Source(path.stem, "records", partial(csv_records, path)) for path in args.records]
     return sources, failures
 
 
 def _model_loader(zoo, name: str, args: argparse.Namespace):
     def load():
-        from srbench.cli.plan import SourceError as PlanSourceError
-        from srbench.cli.plan import _model_records
-        from srbench.compare.run import SourceError
+        from srbench.memory.sources import model_records
 
-        try:
-            records, _outputs = _model_records(zoo, name, args)
-        except PlanSourceError as error:
-            raise SourceError(str(error)) from error
-        return records
+        return model_records(zoo, name, **capture_options(args)).records
 
     return load
-
-
-def _csv_loader(path: Path):
-    def load():
-        from srbench.cli.plan import SourceError as PlanSourceError
-        from srbench.cli.plan import _csv_records
-        from srbench.compare.run import SourceError
-
-        try:
-            return _csv_records(path)
-        except PlanSourceError as error:
-            raise SourceError(str(error)) from error
-
-    return load
-

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from srbench.formatting import aligned_table
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -75,14 +77,7 @@ def format_table(listed: list[dict[str, Any]], unavailable: dict[str, str]) -> s
         )
         for row in listed
     ]
-    widths = [max(len(line[column]) for line in [header, *cells]) for column in range(len(header) - 1)]
-    lines = []
-    for line in [header, *cells]:
-        aligned = [
-            value.rjust(width) if column == 3 else value.ljust(width)  # counts right-aligned
-            for column, (value, width) in enumerate(zip(line, widths))
-        ]
-        lines.append("  ".join([*aligned, line[-1]]))
+    lines = [aligned_table(header, cells, right_aligned={header.index("PARAMETERS")})]
     if marks:
         lines.append("* published count; the model cannot be built here")
     listed_providers = {row["provider"] for row in listed}

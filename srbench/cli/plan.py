@@ -12,20 +12,15 @@ one line naming it and the reason, and the others still run; the exit status is 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import inspect
-import io
 import json
-import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Seconds a searching planner (one whose plan() takes ``time_limit``, such as ``exact``) may spend
-# per source: long enough to prove most inference graphs, short enough for ``--all``.
-DEFAULT_TIME_LIMIT = 10.0
+from srbench.cli._args import add_planning_options, capture_options, comma_separated, planner_options
+from srbench.formatting import aligned_table, format_bytes, format_seconds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,52 +39,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="records in MiniMalloc's CSV format (id,lower,upper,size; repeatable)",
     )
     parser.add_argument(
-        "--planners", type=_names, metavar="A,B",
+        "--planners", type=comma_separated, metavar="A,B",
         help="comma-separated planners to run (default: every registered planner)",
     )
-    parser.add_argument("--batch", type=_positive_int, metavar="N", help="batch size of the example inputs")
-    parser.add_argument(
-        "--alignment", type=_positive_int, default=64, metavar="BYTES", help="offset and size alignment (default 64)"
-    )
-    parser.add_argument(
-        "--decompose", action="store_true", help="plan the core-ATen graph (export's run_decompositions())"
-    )
-    parser.add_argument(
-        "--time-limit", type=_positive_float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
-        help=f"time limit for searching planners such as exact (default {DEFAULT_TIME_LIMIT:g})",
-    )
+    add_planning_options(parser)
     parser.add_argument(
         "--save-records", type=Path, metavar="DIR", help="also write each source's records to DIR/<name>.csv"
     )
     parser.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show what torch.export prints while capturing")
     parser.set_defaults(run=run)
-
-
-def _names(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected comma-separated planner names, got {text!r}")
-    return names
-
-
-def _positive(convert: Callable[[str], float], noun: str) -> Callable[[str], Any]:
-    """An argparse type: ``convert`` the text and insist on a value above zero."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = convert(text)
-        except ValueError:
-            value = None
-        if value is None or not value > 0:
-            raise argparse.ArgumentTypeError(f"expected a positive {noun}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _positive(int, "integer")
-_positive_float = _positive(float, "number")
 
 
 @dataclass
@@ -116,11 +74,8 @@ class SourceReport:
     errors: list[str] = field(default_factory=list)
 
 
-class SourceError(Exception):
-    """A source that cannot be planned; the message names it and says why."""
-
-
 def run(args: argparse.Namespace) -> int:
+    from srbench.memory.sources import SourceError
     from srbench.planners import planner_names
 
     if not (args.model or args.all or args.records):
@@ -135,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"srbench plan: {unknown_name_message('planner', name, planner_names())}", file=sys.stderr)
         return 2
     planners, broken = _load_planners(names)
+    options = planner_options(planners, args.time_limit)
 
     reports = []
     for name, kind, load in _sources(args):
@@ -148,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         if args.save_records:
             _save(records, args.save_records / f"{name}.csv", report)
-        _plan_source(report, records, outputs, planners, args)
+        _plan_source(report, records, outputs, options, args)
 
     if args.json:
         document = {"alignment": args.alignment, "planner_errors": broken, "sources": [asdict(r) for r in reports]}
@@ -173,7 +129,10 @@ def _load_planners(names: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
 
 
 def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, Any]]:
-    """(name, kind, loader) for each source; a loader returns (records, output records)."""
+    """(name, kind, loader) for each source; a loader returns (records, output records) or raises
+    :class:`srbench.memory.sources.SourceError`."""
+    from srbench.memory.sources import csv_records
+
     names = list(args.model)
     if args.all or names:
         from srbench.zoo import load_zoo
@@ -184,57 +143,14 @@ def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, Any]]:
         for name in names:
             yield name, "model", lambda name=name: _model_records(zoo, name, args)
     for path in args.records:
-        yield path.stem, "records", lambda path=path: (_csv_records(path), [])
+        yield path.stem, "records", lambda path=path: (csv_records(path), [])
 
 
 def _model_records(zoo: Any, name: str, args: argparse.Namespace) -> tuple[list, list]:
-    from srbench.graph import CaptureError, capture
-    from srbench.memory.lifetimes import LifetimeError, analyze_lifetimes
-    from srbench.registry import UnknownPluginError
-    from srbench.zoo import ProviderUnavailable
+    from srbench.memory.sources import model_records
 
-    try:
-        case = zoo.get(name)
-    except (UnknownPluginError, ProviderUnavailable) as error:
-        raise SourceError(str(error)) from error
-    try:
-        with _quiet(not args.verbose):
-            captured = capture(
-                case.model(), case.example_inputs(batch=args.batch), name=name, decompose=args.decompose
-            )
-        analysis = analyze_lifetimes(captured.graph, alignment=args.alignment)
-    except CaptureError as error:
-        raise SourceError(str(error)) from error
-    except LifetimeError as error:
-        raise SourceError(f"cannot analyse model {name!r}: {error}") from error
+    analysis = model_records(zoo, name, **capture_options(args))
     return list(analysis.records), list(analysis.output_records)
-
-
-def _csv_records(path: Path) -> list:
-    from srbench.memory.minimalloc_csv import read_records
-    from srbench.memory.records import RecordError
-
-    try:
-        return read_records(path)
-    except RecordError as error:
-        raise SourceError(f"cannot read records {str(path)!r}: {error}") from error
-
-
-@contextlib.contextmanager
-def _quiet(enabled: bool) -> Iterator[None]:
-    """Hide what torch.export prints and logs while it fails (graph dumps, guard warnings), so a
-    capture failure is the one line the CLI prints; ``--verbose`` shows it all."""
-    if not enabled:
-        yield
-        return
-    torch_logger = logging.getLogger("torch")
-    level = torch_logger.level
-    torch_logger.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        torch_logger.setLevel(level)
 
 
 def _save(records: list, path: Path, report: SourceReport) -> None:
@@ -248,17 +164,19 @@ def _save(records: list, path: Path, report: SourceReport) -> None:
         print(f"srbench plan: {report.errors[-1]}", file=sys.stderr)
 
 
-def _plan_source(report: SourceReport, records: list, outputs: list, planners: dict[str, Any], args) -> None:
+def _plan_source(
+    report: SourceReport, records: list, outputs: list, options: dict[str, dict[str, Any]], args: argparse.Namespace
+) -> None:
+    """Plan ``records`` with each planner named in ``options``, given its options."""
     from srbench.memory.records import PlanError, RecordError
     from srbench.planners import plan_memory
 
     report.planned_tensors = len(records)
     report.output_tensors = len(outputs)
     report.output_bytes = sum(r.size for r in outputs)
-    for planner, plan_fn in planners.items():
-        options = {"time_limit": args.time_limit} if _takes(plan_fn, "time_limit") else {}
+    for planner, given in options.items():
         try:
-            result = plan_memory(records, planner, alignment=args.alignment, **options)
+            result = plan_memory(records, planner, alignment=args.alignment, **given)
         except (PlanError, RecordError) as error:
             report.errors.append(f"{report.name}: planner {planner!r} failed: {error}")
             print(f"srbench plan: {report.errors[-1]}", file=sys.stderr)
@@ -274,27 +192,6 @@ def _plan_source(report: SourceReport, records: list, outputs: list, planners: d
                 notes=dict(result.plan.notes),
             )
         )
-
-
-def _takes(planner: Any, keyword: str) -> bool:
-    try:
-        return keyword in inspect.signature(planner).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def format_bytes(nbytes: int) -> str:
-    """Bytes in binary units, three significant digits: ``'1.50 MiB'``."""
-    value = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(value) < 1024 or unit == "PiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.3g} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def format_seconds(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
 def format_table(reports: Sequence[SourceReport], planner_errors: Sequence[str] = ()) -> str:
@@ -315,11 +212,7 @@ def format_table(reports: Sequence[SourceReport], planner_errors: Sequence[str] 
                     format_seconds(row.seconds),
                 )
             )
-    widths = [max(len(line[column]) for line in [header, *rows]) for column in range(len(header))]
-    lines = [
-        "  ".join(value.ljust(width) if column < 2 else value.rjust(width) for column, (value, width) in enumerate(zip(line, widths)))
-        for line in [header, *rows]
-    ]
+    lines = [aligned_table(header, rows, right_aligned=range(2, len(header)))]
     if any(row.proven_optimal for report in reports for row in report.plans):
         lines.append("* proven optimal")
     for report in reports:

@@ -11,12 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
+from srbench.cli._args import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,14 +23,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--model", required=True, metavar="NAME", help="a zoo model (see `srbench models`)")
     parser.add_argument("--planner", default="greedy_by_size", help="memory planner (default greedy_by_size)")
-    parser.add_argument("--iterations", type=_positive_int, default=100, help="timed iterations (default 100)")
+    parser.add_argument("--iterations", type=positive_int, default=100, help="timed iterations (default 100)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default 10)")
-    parser.add_argument("--batch", type=_positive_int, metavar="N", help="batch size (default: the model's)")
-    parser.add_argument("--threads", type=_positive_int, default=1, help="intra-op threads (default 1)")
+    parser.add_argument("--batch", type=positive_int, metavar="N", help="batch size (default: the model's)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (default 1)")
     parser.add_argument("--no-out-variant", action="store_true", help="run every op as fallback")
     parser.add_argument("--keep-activations", action="store_true", help="do not release the slab between runs")
     parser.add_argument("--manage-outputs", action="store_true", help="write outputs into the runtime's arena")
-    parser.add_argument("--top", type=_positive_int, default=15, help="slowest nodes to list (default 15)")
+    parser.add_argument("--top", type=positive_int, default=15, help="slowest nodes to list (default 15)")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
     parser.set_defaults(run=run)
 

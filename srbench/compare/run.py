@@ -13,11 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from srbench.memory.records import PlanError, RecordError, TensorUsageRecord
+from srbench.memory.sources import SourceError
 from srbench.planners import plan_memory
-
-
-class SourceError(Exception):
-    """A source whose records cannot be had; the message names it and says why."""
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from srbench.cli.plan import format_bytes, format_seconds
 from srbench.compare.run import Comparison
 from srbench.compare.summary import PlannerSummary
+from srbench.formatting import aligned_table, format_bytes, format_seconds
 
 Table = tuple[tuple[str, ...], list[tuple[str, ...]]]
 # Columns before this index hold names (left-aligned); the rest hold numbers (right-aligned).
@@ -58,11 +58,7 @@ def summary_table(summaries: Sequence[PlannerSummary]) -> Table:
 def aligned(table: Table, name_columns: int) -> str:
     """Text with every column padded: names left-aligned, numbers right-aligned."""
     header, rows = table
-    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(value.ljust(w) if i < name_columns else value.rjust(w) for i, (value, w) in enumerate(zip(line, widths)))
-        for line in [header, *rows]
-    ).rstrip()
+    return aligned_table(header, rows, right_aligned=range(name_columns, len(header)))
 
 
 def markdown(table: Table, name_columns: int) -> str:

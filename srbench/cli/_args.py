@@ -1,0 +1,80 @@
+"""Command-line pieces that several subcommands share: argparse value types, the options that
+say how a model is captured and planned, and how those options reach the planners.
+
+The leading underscore keeps :mod:`srbench.cli` from taking this module for a subcommand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# Seconds a searching planner (one whose plan() takes ``time_limit``, such as ``exact``) may spend
+# per source: long enough to prove most inference graphs, short enough for a whole zoo.
+DEFAULT_TIME_LIMIT = 10.0
+
+
+def comma_separated(text: str) -> list[str]:
+    """An argparse type: ``'a, b'`` -> ``['a', 'b']``; at least one name."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return names
+
+
+def _positive(convert: Callable[[str], float], noun: str) -> Callable[[str], Any]:
+    """An argparse type: ``convert`` the text and insist on a value above zero."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive {noun}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = _positive(int, "integer")
+positive_float = _positive(float, "number")
+
+
+def add_planning_options(parser: argparse.ArgumentParser) -> None:
+    """``--batch``, ``--alignment``, ``--decompose``, ``--time-limit`` and ``--verbose``: how
+    models are captured and analysed (see :func:`srbench.memory.sources.model_records`) and how
+    long a searching planner may take."""
+    parser.add_argument("--batch", type=positive_int, metavar="N", help="batch size of the example inputs")
+    parser.add_argument(
+        "--alignment", type=positive_int, default=64, metavar="BYTES", help="offset and size alignment (default 64)"
+    )
+    parser.add_argument(
+        "--decompose", action="store_true", help="plan the core-ATen graph (export's run_decompositions())"
+    )
+    parser.add_argument(
+        "--time-limit", type=positive_float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+        help=f"time limit per source for searching planners such as exact (default {DEFAULT_TIME_LIMIT:g})",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="show what torch.export prints while capturing")
+
+
+def capture_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords of :func:`srbench.memory.sources.model_records` that
+    :func:`add_planning_options` put in ``args``."""
+    return {"batch": args.batch, "alignment": args.alignment, "decompose": args.decompose, "quiet": not args.verbose}
+
+
+def planner_options(planners: Mapping[str, Callable[..., Any]], time_limit: float) -> dict[str, dict[str, Any]]:
+    """What each planner is given besides the records, by name: ``time_limit`` for those whose
+    plan() takes it (searching planners), nothing for the others."""
+    return {name: {"time_limit": time_limit} if _takes(planner, "time_limit") else {} for name, planner in planners.items()}
+
+
+def _takes(planner: Callable[..., Any], keyword: str) -> bool:
+    try:
+        return keyword in inspect.signature(planner).parameters
+    except (TypeError, ValueError):
+        return False

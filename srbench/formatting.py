@@ -1,0 +1,52 @@
+"""Numbers and tables for a person: byte sizes, durations, and aligned text tables.
+
+Every command that prints for a terminal (``srbench plan``, ``compare``, ``models``) formats
+through these, so sizes read the same everywhere and every table aligns the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Sequence
+
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+COLUMN_GAP = "  "
+
+
+def format_bytes(nbytes: int) -> str:
+    """Bytes in binary units: ``'1000 B'``, ``'1.5 KiB'``, ``'1023 KiB'``, ``'1 MiB'``.
+
+    Three significant digits, but never an exponent: a value that rounds to 1000-1023 of a unit
+    prints whole (``'1001 KiB'``), and one that rounds to 1024 moves to the next unit.
+    """
+    if abs(nbytes) < 1024:
+        return f"{nbytes} B"
+    value = float(nbytes)
+    for unit in BYTE_UNITS[1:]:
+        value /= 1024
+        if abs(value) < 1023.5 or unit == BYTE_UNITS[-1]:
+            return f"{value:.3g} {unit}" if abs(value) < 999.5 else f"{value:.0f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def format_seconds(seconds: float) -> str:
+    """Milliseconds below a second (``'12.34 ms'``), seconds above (``'1.50 s'``)."""
+    return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def aligned_table(
+    header: Sequence[str], rows: Iterable[Sequence[str]], *, right_aligned: Container[int] = ()
+) -> str:
+    """Text with every column padded to its widest cell, two spaces apart: the columns whose index
+    is in ``right_aligned`` (numbers) to the right, the others (names) to the left. Trailing
+    spaces are stripped, so a free-text last column costs nothing on short rows."""
+    lines = [tuple(header), *(tuple(row) for row in rows)]
+    if any(len(line) != len(header) for line in lines):
+        raise ValueError(f"every row needs {len(header)} cells, one per header column")
+    widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
+    return "\n".join(
+        COLUMN_GAP.join(
+            cell.rjust(width) if column in right_aligned else cell.ljust(width)
+            for column, (cell, width) in enumerate(zip(line, widths))
+        ).rstrip()
+        for line in lines
+    )

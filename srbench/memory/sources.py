@@ -1,0 +1,87 @@
+"""The tensor usage records a planner is given: those of a zoo model, or of a MiniMalloc CSV file.
+
+``srbench plan`` and ``srbench compare`` (and anything else that plans real graphs) get their
+records here, so a model is captured and analysed the same way everywhere. Whatever stops a
+source from yielding records -- an unknown or unavailable model, a graph ``torch.export`` cannot
+capture, a malformed CSV file -- is a :class:`SourceError` naming the source and the reason, so a
+caller can report it in one line and go on with the other sources.
+
+torch and the zoo are imported inside the functions: importing this module (for
+:class:`SourceError`) stays light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from srbench.memory.records import DEFAULT_ALIGNMENT, RecordError, TensorUsageRecord
+
+if TYPE_CHECKING:
+    from srbench.memory.lifetimes import LifetimeAnalysis
+    from srbench.zoo import Zoo
+
+
+class SourceError(Exception):
+    """A source whose records cannot be had; the message names it and says why."""
+
+
+def model_records(
+    zoo: Zoo,
+    name: str,
+    *,
+    batch: int | None = None,
+    alignment: int = DEFAULT_ALIGNMENT,
+    decompose: bool = False,
+    quiet: bool = True,
+) -> LifetimeAnalysis:
+    """Capture the zoo model ``name`` (with ``batch`` example inputs, the core-ATen graph when
+    ``decompose``) and analyse its tensors' lifetimes. ``quiet`` hides what torch.export prints
+    while it fails, so the :class:`SourceError` is the whole story."""
+    from srbench.graph import CaptureError, capture
+    from srbench.memory.lifetimes import LifetimeError, analyze_lifetimes
+    from srbench.registry import UnknownPluginError
+    from srbench.zoo import ProviderUnavailable
+
+    try:
+        case = zoo.get(name)
+    except (UnknownPluginError, ProviderUnavailable) as error:
+        raise SourceError(str(error)) from error
+    try:
+        with _silenced(quiet):
+            captured = capture(case.model(), case.example_inputs(batch=batch), name=name, decompose=decompose)
+        return analyze_lifetimes(captured.graph, alignment=alignment)
+    except CaptureError as error:
+        raise SourceError(str(error)) from error
+    except LifetimeError as error:
+        raise SourceError(f"cannot analyse model {name!r}: {error}") from error
+
+
+def csv_records(path: str | os.PathLike[str]) -> list[TensorUsageRecord]:
+    """The records of a MiniMalloc CSV file (see :mod:`srbench.memory.minimalloc_csv`)."""
+    from srbench.memory.minimalloc_csv import read_records
+
+    try:
+        return read_records(path)
+    except RecordError as error:
+        raise SourceError(f"cannot read records {os.fspath(path)!r}: {error}") from error
+
+
+@contextlib.contextmanager
+def _silenced(enabled: bool) -> Iterator[None]:
+    """Hide what torch.export prints and logs (graph dumps, guard warnings) while enabled."""
+    if not enabled:
+        yield
+        return
+    torch_logger = logging.getLogger("torch")
+    level = torch_logger.level
+    torch_logger.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        torch_logger.setLevel(level)
