@@ -60,10 +60,6 @@ class LifetimeAnalysis:
     def all_records(self) -> tuple[TensorUsageRecord, ...]:
         return self.records + self.output_records
 
-    @property
-    def planned_bytes(self) -> int:
-        return sum(record.size for record in self.records)
-
 
 def storage_nbytes(value: torch.Tensor) -> int:
     """Bytes a freshly allocated tensor like ``value`` occupies: its strided extent (or the

@@ -36,7 +36,7 @@ from typing import Any, Literal
 import torch
 import torch.fx
 
-from srbench.static.calls import Call, Const, function_binding, invoke, materialize, method_binding, op_kind, packet_name
+from srbench.static.calls import Call, Const, function_binding, invoke, materialize, method_binding, op_kind
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 
