@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-out-variant", action="store_true", help="run every op as fallback")
     parser.add_argument("--keep-activations", action="store_true", help="do not release the slab between runs")
     parser.add_argument("--manage-outputs", action="store_true", help="write outputs into the runtime's arena")
+    parser.add_argument("--decompose", action="store_true", help="run the core-ATen graph (run_decompositions())")
     parser.add_argument("--top", type=positive_int, default=15, help="slowest nodes to list (default 15)")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
     parser.set_defaults(run=run)
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
             enable_out_variant=not args.no_out_variant,
             cleanup_activations=not args.keep_activations,
             manage_output_tensors=args.manage_outputs,
+            decompose=args.decompose,
         )
         inputs = case.example_inputs(0, batch=args.batch)
         module = StaticModule(case.model(), inputs, options, name=case.name)
