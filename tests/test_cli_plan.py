@@ -108,6 +108,22 @@ def test_plans_records_from_a_minimalloc_csv(capsys, tmp_path):
     assert totals == {"naive": 384, "greedy_by_size": 256, "greedy_by_breadth": 256, "linear_scan": 256, "storage_groups": 256}
 
 
+@pytest.mark.parametrize("spelling", ["one flag", "repeated flag", "both"])
+def test_several_record_files(capsys, tmp_path, spelling):
+    paths = []
+    for name in ("one", "two", "three"):
+        paths.append(str(tmp_path / f"{name}.csv"))
+        write_records([TensorUsageRecord("a", 0, 1, 64)], paths[-1])
+    argv = {
+        "one flag": ["--records", *paths],
+        "repeated flag": [part for path in paths for part in ("--records", path)],
+        "both": ["--records", *paths[:2], "--records", paths[2]],
+    }[spelling]
+    status, document, _ = run_json(capsys, *argv, "--planners", "naive")
+    assert status == 0
+    assert [source["name"] for source in document["sources"]] == ["one", "two", "three"]
+
+
 def test_table_for_a_person(capsys, fake_zoo):
     assert main(["plan", "--model", "tiny", "--planners", "naive,greedy_by_size"]) == 0
     lines = capsys.readouterr().out.splitlines()

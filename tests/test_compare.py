@@ -80,6 +80,16 @@ def test_records_files_are_compared_too(tmp_path, capsys):
     }
 
 
+def test_several_records_files_after_one_flag_or_repeated(tmp_path, capsys):
+    paths = [tmp_path / f"{name}.csv" for name in ("one", "two", "three")]
+    for path in paths:
+        write_records([R("a", 0, 1, 64)], path)
+    argv = ["--records", str(paths[0]), str(paths[1]), "--records", str(paths[2])]
+    assert main(["compare", *argv, "--planners", "naive", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "compare.json").read_text())["rows"]
+    assert [row["source"] for row in rows] == ["one", "two", "three"]
+
+
 def test_a_source_that_fails_is_reported_and_the_rest_continue(tmp_path):
     def broken():
         raise SourceError("cannot capture model 'broken': no out variant")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import inspect
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 # Seconds a searching planner (one whose plan() takes ``time_limit``, such as ``exact``) may spend
@@ -43,6 +44,16 @@ positive_int = _positive(int, "integer")
 positive_float = _positive(float, "number")
 
 
+def add_records_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:
+    """``--records FILE.csv...``: MiniMalloc CSV files, several after one flag or the flag repeated
+    (both collect into one list, ``args.records``)."""
+    parser.add_argument(
+        "--records", action="extend", nargs="+", default=[], type=Path, metavar="FILE.csv",
+        help=f"{help} (MiniMalloc's CSV format: id,lower,upper,size); "
+        "several files after one flag, or the flag repeated",
+    )
+
+
 def add_planning_options(parser: argparse.ArgumentParser) -> None:
     """``--batch``, ``--alignment``, ``--decompose``, ``--time-limit`` and ``--verbose``: how
     models are captured and analysed (see :func:`srbench.memory.sources.model_records`) and how
@@ -70,7 +81,9 @@ def capture_options(args: argparse.Namespace) -> dict[str, Any]:
 def planner_options(planners: Mapping[str, Callable[..., Any]], time_limit: float) -> dict[str, dict[str, Any]]:
     """What each planner is given besides the records, by name: ``time_limit`` for those whose
     plan() takes it (searching planners), nothing for the others."""
-    return {name: {"time_limit": time_limit} if _takes(planner, "time_limit") else {} for name, planner in planners.items()}
+    return {
+        name: {"time_limit": time_limit} if _takes(planner, "time_limit") else {} for name, planner in planners.items()
+    }
 
 
 def _takes(planner: Callable[..., Any], keyword: str) -> bool:

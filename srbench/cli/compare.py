@@ -16,7 +16,13 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from srbench.cli._args import add_planning_options, capture_options, comma_separated, planner_options
+from srbench.cli._args import (
+    add_planning_options,
+    add_records_option,
+    capture_options,
+    comma_separated,
+    planner_options,
+)
 
 DEFAULT_ZOOS = ["builtin"]
 
@@ -33,10 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"model providers to compare (default: {','.join(DEFAULT_ZOOS)} unless --models or --records is given)",
     )
     parser.add_argument("--models", type=comma_separated, metavar="A,B", help="only these zoo models")
-    parser.add_argument(
-        "--records", nargs="+", default=[], type=Path, metavar="FILE.csv",
-        help="also compare on records in MiniMalloc's CSV format (id,lower,upper,size)",
-    )
+    add_records_option(parser, "also compare on these tensor usage records")
     parser.add_argument(
         "--planners", type=comma_separated, default=["all"], metavar="all|A,B",
         help="planners to compare (default: all)",

@@ -19,7 +19,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from srbench.cli._args import add_planning_options, capture_options, comma_separated, planner_options
+from srbench.cli._args import (
+    add_planning_options,
+    add_records_option,
+    capture_options,
+    comma_separated,
+    planner_options,
+)
 from srbench.formatting import aligned_table, format_bytes, format_seconds
 
 
@@ -34,10 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source = parser.add_argument_group("what to plan (at least one)")
     source.add_argument("--model", action="append", default=[], metavar="NAME", help="a zoo model (repeatable)")
     source.add_argument("--all", action="store_true", help="every model of the zoo that is available here")
-    source.add_argument(
-        "--records", action="append", default=[], type=Path, metavar="FILE.csv",
-        help="records in MiniMalloc's CSV format (id,lower,upper,size; repeatable)",
-    )
+    add_records_option(source, "tensor usage records to plan")
     parser.add_argument(
         "--planners", type=comma_separated, metavar="A,B",
         help="comma-separated planners to run (default: every registered planner)",
