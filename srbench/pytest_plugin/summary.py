@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import pathlib
-import tempfile
 from dataclasses import dataclass
 from typing import Any
+
+from srbench.fileio import atomic_write_text
 
 SUMMARY_NAME = "suites-summary"
 
@@ -136,21 +136,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_atomically(path: pathlib.Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and move it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
 def write_summary(summary: dict[str, Any], directory: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
     json_path, markdown_path = directory / f"{SUMMARY_NAME}.json", directory / f"{SUMMARY_NAME}.md"
-    write_atomically(json_path, json.dumps(summary, indent=2) + "\n")
-    write_atomically(markdown_path, render_markdown(summary))
+    atomic_write_text(json_path, json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(markdown_path, render_markdown(summary))
     return json_path, markdown_path
