@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from srbench.memory.records import MemoryPlan, PlanError, validate_plan
+from srbench.memory.records import MemoryPlan, PlanError, lower_bound, validate_plan
 from srbench.memory.records import TensorUsageRecord as R
 from srbench.memory.synthetic import synthetic_records
 from srbench.planners import best, greedy_by_size, plan_memory, planner_names
@@ -19,12 +19,27 @@ TIE_BREAK_MATTERS = [
     R("t5", 6, 8, 128),
 ]
 
+# One ConvNeXt stage boundary (hf_convnext, in units of 64 bytes): two 4-unit MLP activations
+# beside a 1-unit residual, twice; the first residual dies as the second is born. Every fast
+# greedy stacks both pairs at offset 0 and puts the second residual on top (10 units); the
+# bound, 9 units, needs the second residual below its pair.
+U = 64
+CONVNEXT_STAGE = [
+    R("residual_a", 131, 141, U),
+    R("mlp_a", 136, 137, 4 * U),
+    R("gelu_a", 137, 138, 4 * U),
+    R("residual_b", 141, 150, U),
+    R("mlp_b", 145, 146, 4 * U),
+    R("gelu_b", 146, 147, 4 * U),
+]
+
 
 def test_candidates_are_the_fast_heuristics_with_their_variants():
     names = best.candidates()
     assert "best" in planner_names() and "exact" in planner_names()
     assert not any(name.startswith(("best", "exact")) for name in names)
     assert {"greedy_by_size[earliest_first]", "greedy_by_size[latest_first]", "naive"} <= set(names)
+    assert greedy_by_size.SQUEAKY_WHEEL in names
 
 
 @pytest.mark.parametrize("records", [TIE_BREAK_MATTERS, synthetic_records(500, seed=3)], ids=["tie-break", "synthetic"])
@@ -42,6 +57,25 @@ def test_a_tie_break_variant_beats_greedy_by_size_default():
     plan = best.plan(TIE_BREAK_MATTERS)
     assert plan.total_bytes == 384
     assert plan.notes["winner"] == "greedy_by_size[latest_first]"
+
+
+def test_squeaky_wheel_reaches_the_bound_where_every_greedy_order_misses():
+    assert lower_bound(CONVNEXT_STAGE) == 9 * U
+    assert greedy_by_size.plan(CONVNEXT_STAGE).total_bytes == 10 * U  # the paper's algorithm, unchanged
+    squeaky = greedy_by_size.plan_squeaky_wheel(CONVNEXT_STAGE)
+    validate_plan(CONVNEXT_STAGE, squeaky)
+    assert squeaky.total_bytes == 9 * U
+    assert squeaky.notes["squeaky_wheel_best_round"] == 1  # one reordering: residual_b placed first
+    assert squeaky.offsets["residual_b"] + U <= min(squeaky.offsets["mlp_b"], squeaky.offsets["gelu_b"])
+    plan = best.plan(CONVNEXT_STAGE)
+    assert plan.total_bytes == 9 * U and plan.notes["winner"] == greedy_by_size.SQUEAKY_WHEEL
+    assert min(total for name, total in plan.notes["totals"].items() if name != greedy_by_size.SQUEAKY_WHEEL) == 10 * U
+
+
+def test_squeaky_wheel_stops_after_one_placement_at_the_bound():
+    plan = greedy_by_size.plan_squeaky_wheel(TIE_BREAK_MATTERS, tie_break="latest_first")
+    assert plan.total_bytes == lower_bound(TIE_BREAK_MATTERS) == 384
+    assert plan.notes["squeaky_wheel_rounds"] == 1
 
 
 def test_a_broken_or_invalid_heuristic_is_left_out_and_named(monkeypatch):

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from srbench.memory.records import TensorUsageRecord, align_up, lower_bound
+from srbench.memory.records import TensorUsageRecord, align_up, lower_bound, validate_plan
 from srbench.planners import plan_memory, planner_names
-from srbench.planners import storage_groups
+from srbench.planners import greedy_by_size, storage_groups
 
 # Planners whose plan is a function of the set of records, whatever order they come in; their
 # tie-breaks all end with the record id.
@@ -95,3 +95,14 @@ def test_storage_groups_share_bytes_only_within_a_group_of_disjoint_lifetimes(re
     regions.sort()
     assert all(end <= next_start for (_, end), (next_start, _) in zip(regions, regions[1:]))
     assert sorted(m.id for g in groups for m in g) == sorted(r.id for r in records if r.size)
+
+
+@pytest.mark.parametrize("alignment", [1, 64])
+@EXAMPLES
+@given(data=st.data(), records=record_sets())
+def test_squeaky_wheel_is_valid_order_independent_and_never_worse_than_greedy_by_size(alignment, data, records):
+    plan = greedy_by_size.plan_squeaky_wheel(records, alignment=alignment)
+    validate_plan(records, plan, alignment)
+    assert lower_bound(records) <= plan.total_bytes <= greedy_by_size.plan(records, alignment=alignment).total_bytes
+    shuffled = data.draw(st.permutations(records))
+    assert dict(greedy_by_size.plan_squeaky_wheel(shuffled, alignment=alignment).offsets) == dict(plan.offsets)

@@ -5,8 +5,11 @@ whose lifetimes overlap it, or above them when no gap fits. Large tensors decide
 placing them while the slab is empty and tucking small ones into the holes they leave usually
 lands at or near the lower bound on inference graphs.
 
-Equal sizes are ordered by a named tie-break (see ``srbench.planners._placement.TIE_BREAKS``);
-``VARIANTS`` offers one planner per tie-break for a planner that tries several and keeps the best.
+Equal sizes are ordered by a named tie-break (see ``srbench.planners._placement.TIE_BREAKS``).
+``plan`` is the paper's algorithm, nothing more. ``VARIANTS`` (what the ``best`` planner tries)
+offers one planner per tie-break, and ``greedy_by_size[squeaky_wheel]``: greedy by size's order
+improved by squeaky wheel optimisation (:mod:`srbench.planners._squeaky_wheel`), which re-places
+the tensors with those that ended above the lower bound moved up the order.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from srbench.planners._placement import (
     place_best_fit,
     tie_break_key,
 )
+from srbench.planners._squeaky_wheel import reprioritise
 
 NAME = "greedy_by_size"
+SQUEAKY_WHEEL = f"{NAME}[squeaky_wheel]"
 
 
 def plan(
@@ -33,9 +38,33 @@ def plan(
     tie_break: str = DEFAULT_TIE_BREAK,
 ) -> MemoryPlan:
     """Largest first, best-fit gap; equal sizes ordered by ``tie_break``."""
+    return make_plan(NAME, records, place_best_fit(_largest_first(records, tie_break), alignment), tie_break=tie_break)
+
+
+def plan_squeaky_wheel(
+    records: Sequence[TensorUsageRecord],
+    *,
+    alignment: int = DEFAULT_ALIGNMENT,
+    tie_break: str = DEFAULT_TIE_BREAK,
+) -> MemoryPlan:
+    """Greedy by size's order, then squeaky wheel rounds: never larger than :func:`plan`."""
+    found = reprioritise(_largest_first(records, tie_break), alignment)
+    return make_plan(
+        SQUEAKY_WHEEL,
+        records,
+        found.offsets,
+        tie_break=tie_break,
+        squeaky_wheel_rounds=found.rounds,
+        squeaky_wheel_best_round=found.best_round,
+    )
+
+
+def _largest_first(records: Sequence[TensorUsageRecord], tie_break: str) -> list[TensorUsageRecord]:
     tie = tie_break_key(tie_break)
-    ordered = sorted(records, key=lambda r: (-r.size, *tie(r)))
-    return make_plan(NAME, records, place_best_fit(ordered, alignment), tie_break=tie_break)
+    return sorted(records, key=lambda r: (-r.size, *tie(r)))
 
 
-VARIANTS = {f"{NAME}[{name}]": partial(plan, tie_break=name) for name in TIE_BREAKS}
+VARIANTS = {
+    **{f"{NAME}[{name}]": partial(plan, tie_break=name) for name in TIE_BREAKS},
+    SQUEAKY_WHEEL: plan_squeaky_wheel,
+}
