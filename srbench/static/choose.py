@@ -72,6 +72,8 @@ def _out_is_slower(resolution: Resolution) -> bool:
     at prepare time use the fallback when it was clearly faster; for longer ops the kernel
     dominates, timings differ by noise, and the out variant (no allocation) is kept."""
     out, fallback = resolution.out_seconds, resolution.fallback_seconds
+    if resolution.out is None or not resolution.out.parses_schema:
+        return False  # through a C binding an out variant costs no more than the op itself
     if out is None or fallback is None or out > OVERHEAD_BOUND:
         return False
     return out > 1.25 * fallback + 2e-6

@@ -36,7 +36,16 @@ from typing import Any, Literal
 import torch
 import torch.fx
 
-from srbench.static.calls import Call, Const, function_binding, invoke, materialize, method_binding, op_kind
+from srbench.static.calls import (
+    Call,
+    Const,
+    function_binding,
+    invoke,
+    materialize,
+    method_binding,
+    op_kind,
+    overload_call,
+)
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 
@@ -249,7 +258,7 @@ class Resolver:
         for binding in (method_binding(op), function_binding(op)):
             if binding is not None:
                 calls.append(Call(binding[0], binding[1], node.args, dict(node.kwargs)))
-        calls.append(Call(str(op), op._op, node.args, dict(node.kwargs)))
+        calls.append(overload_call(op, node.args, node.kwargs))
         return calls
 
     def _view(self, node: torch.fx.Node, kind: str) -> Resolution:
@@ -353,7 +362,7 @@ class Resolver:
         binding = function_binding(node.target)
         if binding is not None:
             candidates.append(Call(binding[0], binding[1], node.args, dict(node.kwargs)))
-        candidates.append(Call(str(node.target), node.target._op, node.args, dict(node.kwargs)))
+        candidates.append(overload_call(node.target, node.args, node.kwargs))
         working = []
         for call in candidates:
             ok, result = _try(lambda call=call: invoke(call, self.env))
@@ -376,7 +385,7 @@ class Resolver:
             out_op, names = overload
             kwargs = {k: v for k, v in node.kwargs.items() if k not in _TENSOR_OPTIONS or any(
                 a.name == k for a in out_op._schema.arguments)}
-            calls.append(Call(str(out_op), out_op._op, node.args, kwargs, out=names))
+            calls.append(overload_call(out_op, node.args, kwargs, out=names))
         return calls
 
     def _rewrites(self, node: torch.fx.Node, *, out: bool) -> list[Call]:
@@ -426,7 +435,7 @@ class Resolver:
             args[8] = -1  # _embedding_bag_forward_only spells "no padding index" -1
         target = torch.ops.aten._embedding_bag_forward_only
         if out:
-            return Call(str(target.out), target.out._op, tuple(args), out=("out0", "out1", "out2", "out3"))
+            return overload_call(target.out, tuple(args), out=("out0", "out1", "out2", "out3"))
         return Call("torch._embedding_bag_forward_only", torch._C._VariableFunctions._embedding_bag_forward_only, tuple(args))
 
     def _working_out_variants(self, node: torch.fx.Node, reference: Any) -> list[tuple[Call, tuple[torch.Tensor, ...]]]:
