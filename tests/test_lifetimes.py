@@ -237,3 +237,15 @@ def test_opaque_ops_are_not_planned_and_keep_their_inputs_alive():
 def test_node_without_metadata_is_named_in_the_error():
     with pytest.raises(LifetimeError, match="'a'.*meta"):
         analyze_lifetimes(_hand_made_graph(with_meta=False))
+
+
+def test_ops_without_results_need_no_metadata():
+    """Assertion ops (core-ATen graphs of transformers models carry aten._assert_tensor_metadata)
+    return nothing and carry no meta["val"]; they are skipped, not an error."""
+    graph = _hand_made_graph()
+    a = next(node for node in graph.nodes if node.name == "a")
+    with graph.inserting_after(a):
+        check = graph.call_function(torch.ops.aten._assert_tensor_metadata.default, (a, None, None, torch.float32))
+    assert "val" not in check.meta
+    analysis = analyze_lifetimes(graph)
+    assert {record.id for record in analysis.all_records} >= {"a", "b"}

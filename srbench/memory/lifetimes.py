@@ -181,9 +181,9 @@ class _Analysis:
             self._visit_opaque(node)
 
     def _visit_op(self, node: torch.fx.Node, schema: torch.FunctionSchema) -> None:
-        value = self._meta(node)
-        if not _tensor_returns(schema):
+        if not _tensor_returns(schema):  # e.g. aten._assert_tensor_metadata: no result, no meta["val"]
             return
+        value = self._meta(node)
         multi = len(schema.returns) > 1 or isinstance(schema.returns[0].type, torch.ListType)
         values = list(value) if multi else [value]
         storages: list[str | None] = []
