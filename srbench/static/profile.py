@@ -13,6 +13,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from srbench.formatting import aligned_table
+
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
 
@@ -90,27 +92,23 @@ class OpProfile:
         lines = [f"Static runtime profile of {self.model!r}, {self.iterations} iterations"]
         lines += [f"  {label:<{width}}  {value}" for label, value in summary]
         lines.append("")
-        lines += _rows(
-            ("node kind", "mean ms", "median ms", "%", "count"),
-            [(k.kind, f"{k.mean_ms:.4f}", f"{k.median_ms:.4f}", f"{k.percent:.1f}", str(k.count)) for k in self.kinds],
+        lines.append(
+            aligned_table(
+                ("node kind", "mean ms", "median ms", "%", "count"),
+                [(k.kind, f"{k.mean_ms:.4f}", f"{k.median_ms:.4f}", f"{k.percent:.1f}", str(k.count)) for k in self.kinds],
+                right_aligned=range(1, 5),
+            )
         )
         lines.append("")
         slowest = sorted(self.nodes, key=lambda n: -n.median_ms)[:top]
-        lines += _rows(
-            ("node", "kind", "how", "mean ms", "median ms", "%"),
-            [(n.node, n.kind, n.how, f"{n.mean_ms:.4f}", f"{n.median_ms:.4f}", f"{n.percent:.1f}") for n in slowest],
+        lines.append(
+            aligned_table(
+                ("node", "kind", "how", "mean ms", "median ms", "%"),
+                [(n.node, n.kind, n.how, f"{n.mean_ms:.4f}", f"{n.median_ms:.4f}", f"{n.percent:.1f}") for n in slowest],
+                right_aligned=range(3, 6),
+            )
         )
         return "\n".join(lines)
-
-
-def _rows(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(row: tuple[str, ...]) -> str:
-        cells = [f"{cell:<{w}}" if i == 0 else f"{cell:>{w}}" for i, (cell, w) in enumerate(zip(row, widths))]
-        return "  ".join(cells).rstrip()
-
-    return [line(header), "  ".join("-" * w for w in widths)] + [line(row) for row in rows]
 
 
 def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 100, warmup: int = 10) -> OpProfile:
