@@ -217,15 +217,41 @@ def minimalloc_report(outcomes: Sequence[Outcome], planners: Sequence[str]) -> s
         mine = [o for o in outcomes if o.planner == planner]
         mean = math.exp(sum(math.log(o.ratio_to_lower_bound) for o in mine) / len(mine))
         rows.append(
-            (planner, *(f"{o.ratio_to_capacity:.3f}" for o in mine), f"{mean:.3f}", _seconds(max(o.seconds for o in mine)))
+            (
+                planner,
+                *(f"{o.ratio_to_capacity:.3f}" for o in mine),
+                f"{mean:.3f}",
+                _seconds(max(o.seconds for o in mine)),
+            )
         )
     detail_header = (
-        "INSTANCE", "PLANNER", "TENSORS", "LOWER BOUND", "TOTAL", "/CAPACITY", "/LB", "TIME", "PROVEN", "GAP", "FIT AFTER"
+        "INSTANCE",
+        "PLANNER",
+        "TENSORS",
+        "LOWER BOUND",
+        "TOTAL",
+        "/CAPACITY",
+        "/LB",
+        "TIME",
+        "PROVEN",
+        "GAP",
+        "FIT AFTER",
     )
     detail = [
-        (o.instance, o.planner, str(o.tensors), f"{o.lower_bound:,}", f"{o.total:,}", f"{o.ratio_to_capacity:.3f}",
-         f"{o.ratio_to_lower_bound:.3f}", _seconds(o.seconds), *_exact_cells(o), _fit_after(o))
-        for o in outcomes if o.planner in ("exact", "best", "greedy_by_size")
+        (
+            o.instance,
+            o.planner,
+            str(o.tensors),
+            f"{o.lower_bound:,}",
+            f"{o.total:,}",
+            f"{o.ratio_to_capacity:.3f}",
+            f"{o.ratio_to_lower_bound:.3f}",
+            _seconds(o.seconds),
+            *_exact_cells(o),
+            _fit_after(o),
+        )
+        for o in outcomes
+        if o.planner in ("exact", "best", "greedy_by_size")
     ]
     exact = [o for o in outcomes if o.planner == "exact"]
     lines = [aligned((header, rows), 1), "", aligned((detail_header, detail), 2)]
@@ -246,8 +272,16 @@ def synthetic_report(outcomes: Sequence[Outcome]) -> str:
 
     header = ("SET", "PLANNER", "TENSORS", "LOWER BOUND", "TOTAL", "/LB", "TIME", "PROVEN", "GAP")
     rows = [
-        (o.instance, o.planner, str(o.tensors), f"{o.lower_bound:,}", f"{o.total:,}", f"{o.ratio_to_lower_bound:.4f}",
-         _seconds(o.seconds), *_exact_cells(o))
+        (
+            o.instance,
+            o.planner,
+            str(o.tensors),
+            f"{o.lower_bound:,}",
+            f"{o.total:,}",
+            f"{o.ratio_to_lower_bound:.4f}",
+            _seconds(o.seconds),
+            *_exact_cells(o),
+        )
         for o in outcomes
     ]
     return aligned((header, rows), 2)

@@ -15,6 +15,7 @@ bound, for every planner x size. Run directly for an aligned table and the growt
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from collections.abc import Sequence
 
@@ -71,12 +72,16 @@ def measure(planners: Sequence[str], sizes: Sequence[int], repeat: int) -> dict[
 
 
 def format_report(results, planners: Sequence[str], sizes: Sequence[int]) -> str:
-    header = ["PLANNER", *(f"n={size:,}" for size in sizes), *(f"TIME {a:,}->{b:,}" for a, b in zip(sizes, sizes[1:]))]
+    header = [
+        "PLANNER",
+        *(f"n={size:,}" for size in sizes),
+        *(f"TIME {a:,}->{b:,}" for a, b in itertools.pairwise(sizes)),
+    ]
     header += [f"RATIO n={size:,}" for size in sizes]
     rows = []
     for planner in planners:
         times = [results[planner, size][0] for size in sizes]
-        growth = [f"{later / earlier:.1f}x" if earlier > 0 else "-" for earlier, later in zip(times, times[1:])]
+        growth = [f"{later / earlier:.1f}x" if earlier > 0 else "-" for earlier, later in itertools.pairwise(times)]
         ratios = [f"{results[planner, size][1]:.3f}" for size in sizes]
         rows.append([planner, *(_seconds(t) for t in times), *growth, *ratios])
     widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]

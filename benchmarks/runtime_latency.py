@@ -133,8 +133,17 @@ def _format(value: float | None, pattern: str) -> str:
 
 def table(rows: Sequence[LatencyRow]) -> str:
     header = (
-        "model", "eager µs", "srbench µs", "C++ SR µs", "srbench/eager", "C++ SR/eager", "srbench/C++ SR",
-        "eager peak KiB", "srbench peak KiB", "slab KiB", "faults e/s",
+        "model",
+        "eager µs",
+        "srbench µs",
+        "C++ SR µs",
+        "srbench/eager",
+        "C++ SR/eager",
+        "srbench/C++ SR",
+        "eager peak KiB",
+        "srbench peak KiB",
+        "slab KiB",
+        "faults e/s",
     )
     body = [
         (
@@ -153,10 +162,16 @@ def table(rows: Sequence[LatencyRow]) -> str:
         for row in rows
     ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
-             for line in [header, *body]]
+    lines = [
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+        for line in [header, *body]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = [f"  {row.model}: C++ Static Runtime unavailable ({row.static_runtime_note})" for row in rows if row.static_runtime_note]
+    notes = [
+        f"  {row.model}: C++ Static Runtime unavailable ({row.static_runtime_note})"
+        for row in rows
+        if row.static_runtime_note
+    ]
     return "\n".join(lines + notes)
 
 

@@ -33,9 +33,7 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
-def aligned_table(
-    header: Sequence[str], rows: Iterable[Sequence[str]], *, right_aligned: Container[int] = ()
-) -> str:
+def aligned_table(header: Sequence[str], rows: Iterable[Sequence[str]], *, right_aligned: Container[int] = ()) -> str:
     """Text with every column padded to its widest cell, two spaces apart: the columns whose index
     is in ``right_aligned`` (numbers) to the right, the others (names) to the left. Trailing
     spaces are stripped, so a free-text last column costs nothing on short rows."""

@@ -112,7 +112,7 @@ class CatalogProvider:
         for module in self.requires:
             try:
                 importlib.import_module(module)
-            except Exception as error:  # noqa: BLE001 - any failure to import means unavailable
+            except Exception as error:
                 raise ProviderUnavailable(f"cannot import {module}: {_reason(error)}") from error
 
     def cases(self) -> list[ModelCase]:
@@ -196,12 +196,12 @@ def build_zoo(providers: Sequence[tuple[str, Callable[[], object]]]) -> Zoo:
     for name, load in providers:
         try:
             provider = load()
-        except Exception as error:  # noqa: BLE001 - a broken plugin module disables only itself
+        except Exception as error:
             unavailable[name] = _reason(error)
             continue
         try:
             provided = provider.cases()
-        except Exception as error:  # noqa: BLE001 - e.g. a library built for another torch raising OSError
+        except Exception as error:
             unavailable[name] = _reason(error)
             for case in _catalog(provider):
                 add(unavailable_cases, case, name)

@@ -24,46 +24,101 @@ def pytest_benchmark_json(path: Path, commit: str, median: float, planned: int |
     def entry(case: str, scale: float, planned_bytes: int | None) -> dict:
         samples = [median * scale * factor for factor in (0.9, 1.0, 1.0, 1.1, 1.2)]
         return {
-            "group": None, "name": f"test_case[{case}]", "fullname": f"suites/quick.yaml::case[{case}]",
-            "params": {"spec": case}, "param": case,
+            "group": None,
+            "name": f"test_case[{case}]",
+            "fullname": f"suites/quick.yaml::case[{case}]",
+            "params": {"spec": case},
+            "param": case,
             "extra_info": {
-                "srbench_case": case, "planned_bytes": planned_bytes, "lower_bound": 1000 if planned_bytes else None,
+                "srbench_case": case,
+                "planned_bytes": planned_bytes,
+                "lower_bound": 1000 if planned_bytes else None,
                 "planned_to_lower_bound": planned_bytes / 1000 if planned_bytes else None,
-                "peak_bytes": 4096, "allocations": 3, "allocated_bytes": 4096, "page_faults_per_run": 0.0,
-                "op_profile_ms": {"aten::addmm": 2.0 * scale, "aten::relu": 0.5 * scale, "aten::t": 0.01 * scale}, "prepare_seconds": 0.1,
+                "peak_bytes": 4096,
+                "allocations": 3,
+                "allocated_bytes": 4096,
+                "page_faults_per_run": 0.0,
+                "op_profile_ms": {"aten::addmm": 2.0 * scale, "aten::relu": 0.5 * scale, "aten::t": 0.01 * scale},
+                "prepare_seconds": 0.1,
             },
-            "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": 5, "max_time": 1.0,
-                        "min_time": 5e-06, "warmup": False},
-            "stats": {"min": min(samples), "max": max(samples), "mean": sum(samples) / 5, "stddev": 0.0,
-                      "rounds": 5, "median": median * scale, "iqr": 0.0, "q1": samples[1], "q3": samples[3],
-                      "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0", "ld15iqr": samples[0],
-                      "hd15iqr": samples[-1], "ops": 1 / (median * scale), "total": sum(samples),
-                      "data": samples, "iterations": 1},
+            "options": {
+                "disable_gc": False,
+                "timer": "perf_counter",
+                "min_rounds": 5,
+                "max_time": 1.0,
+                "min_time": 5e-06,
+                "warmup": False,
+            },
+            "stats": {
+                "min": min(samples),
+                "max": max(samples),
+                "mean": sum(samples) / 5,
+                "stddev": 0.0,
+                "rounds": 5,
+                "median": median * scale,
+                "iqr": 0.0,
+                "q1": samples[1],
+                "q3": samples[3],
+                "iqr_outliers": 0,
+                "stddev_outliers": 0,
+                "outliers": "0;0",
+                "ld15iqr": samples[0],
+                "hd15iqr": samples[-1],
+                "ops": 1 / (median * scale),
+                "total": sum(samples),
+                "data": samples,
+                "iterations": 1,
+            },
         }
 
     unrelated = {"name": "test_other", "extra_info": {}, "stats": {"median": 1.0}}
-    path.write_text(json.dumps({
-        "machine_info": {"node": "ci"}, "datetime": "2026-11-21T09:00:00+00:00", "version": "5.3.1",
-        "commit_info": {"id": commit, "time": "2026-11-21T08:00:00+00:00", "dirty": dirty, "branch": "main"},
-        "benchmarks": [entry("mlp-srbench-greedy_by_size-t1-cleanup-out", 1.0, planned), entry("mlp-eager-t1", 2.0, None), unrelated],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "machine_info": {"node": "ci"},
+                "datetime": "2026-11-21T09:00:00+00:00",
+                "version": "5.3.1",
+                "commit_info": {"id": commit, "time": "2026-11-21T08:00:00+00:00", "dirty": dirty, "branch": "main"},
+                "benchmarks": [
+                    entry("mlp-srbench-greedy_by_size-t1-cleanup-out", 1.0, planned),
+                    entry("mlp-eager-t1", 2.0, None),
+                    unrelated,
+                ],
+            }
+        )
+    )
     return path
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
-    (tmp_path / ".asv-machine.json").write_text(json.dumps({MACHINE: {"machine": MACHINE, "os": "linux"}, "version": 1}))
+    (tmp_path / ".asv-machine.json").write_text(
+        json.dumps({MACHINE: {"machine": MACHINE, "os": "linux"}, "version": 1})
+    )
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
     for message in ("one", "two"):
         subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
-    commits = subprocess.run([*git, "rev-list", "--reverse", "main"], check=True, capture_output=True, text=True).stdout.split()
+    commits = subprocess.run(
+        [*git, "rev-list", "--reverse", "main"], check=True, capture_output=True, text=True
+    ).stdout.split()
     config = repo / "asv.conf.json"
-    config.write_text(json.dumps({"version": 1, "project": "p", "repo": ".", "branches": ["main"],
-                                  "results_dir": "results", "html_dir": "html", "environment_type": "virtualenv"}))
+    config.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "project": "p",
+                "repo": ".",
+                "branches": ["main"],
+                "results_dir": "results",
+                "html_dir": "html",
+                "environment_type": "virtualenv",
+            }
+        )
+    )
     return config, commits
 
 
@@ -104,8 +159,12 @@ def test_converted_results_publish_and_a_slower_commit_is_a_regression(project, 
     assert comparison.worsened and not comparison.improved
     assert "suites_asv.EndToEnd.time_run" in comparison.table
 
-    publish = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(config)],
-                             cwd=config.parent, capture_output=True, text=True)
+    publish = subprocess.run(
+        [sys.executable, "-m", "asv", "publish", "--config", str(config)],
+        cwd=config.parent,
+        capture_output=True,
+        text=True,
+    )
     assert publish.returncode == 0, publish.stderr
     graphs = list((config.parent / "html" / "graphs").rglob("suites_asv.EndToEnd.time_run.json"))
     assert graphs, "asv publish wrote no graph for the converted timings"

@@ -78,7 +78,8 @@ def write_broken_runtime_plugin(folder: Path) -> None:
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: srbench-broken-runtime\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[srbench.runtimes]\nbroken = srbench_broken_runtime:BrokenRuntime\ncrash = srbench_broken_runtime:CrashingRuntime\n"
+        "[srbench.runtimes]\nbroken = srbench_broken_runtime:BrokenRuntime\n"
+        "crash = srbench_broken_runtime:CrashingRuntime\n"
     )
 
 
@@ -91,8 +92,11 @@ def temporary_config(project: Path) -> Path:
     for name in ("__init__.py", "suites_asv.py"):
         (benchmarks / name).symlink_to(REPO_ROOT / "benchmarks" / name)
     config.update(
-        repo=str(REPO_ROOT), benchmark_dir=str(benchmarks), results_dir=str(project / "results"),
-        html_dir=str(project / "html"), env_dir=str(project / "env"),
+        repo=str(REPO_ROOT),
+        benchmark_dir=str(benchmarks),
+        results_dir=str(project / "results"),
+        html_dir=str(project / "html"),
+        env_dir=str(project / "env"),
     )
     path = project / "asv.conf.json"
     path.write_text(json.dumps(config, indent=1))
@@ -106,7 +110,11 @@ class AsvProject:
     def asv(self, *arguments: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "asv", *arguments, "--config", str(self.config)],
-            cwd=self.root, env=self.environ, capture_output=True, text=True, timeout=600,
+            cwd=self.root,
+            env=self.environ,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
 
     def results(self) -> tuple[dict, dict]:
@@ -160,9 +168,12 @@ def test_quick_run_records_a_number_for_every_benchmark_of_every_quick_case(asv_
     benchmarks, results = project.results()
     names = sorted(name for name in benchmarks if name.startswith("suites_asv."))
     assert names == [
-        "suites_asv.EndToEnd.peakmem_run", "suites_asv.EndToEnd.time_run",
-        "suites_asv.Memory.track_allocations_per_run", "suites_asv.Memory.track_lower_bound_ratio",
-        "suites_asv.Memory.track_observed_peak_bytes", "suites_asv.Memory.track_planned_bytes",
+        "suites_asv.EndToEnd.peakmem_run",
+        "suites_asv.EndToEnd.time_run",
+        "suites_asv.Memory.track_allocations_per_run",
+        "suites_asv.Memory.track_lower_bound_ratio",
+        "suites_asv.Memory.track_observed_peak_bytes",
+        "suites_asv.Memory.track_planned_bytes",
         "suites_asv.OpTime.track_op_time",
     ]
     assert set(results["results"]) == set(names)
@@ -173,8 +184,11 @@ def test_quick_run_records_a_number_for_every_benchmark_of_every_quick_case(asv_
             recorded = {combo: value for combo, value in values.items() if combo[0] == case}
             assert recorded, (name, case)
             assert all(isinstance(value, (int, float)) for value in recorded.values()), (name, case, recorded)
-    for name in ("suites_asv.EndToEnd.time_run", "suites_asv.EndToEnd.peakmem_run",
-                 "suites_asv.Memory.track_allocations_per_run"):
+    for name in (
+        "suites_asv.EndToEnd.time_run",
+        "suites_asv.EndToEnd.peakmem_run",
+        "suites_asv.Memory.track_allocations_per_run",
+    ):
         for case in project.quick_cases:
             value = values_by_case(benchmarks, results, name)[(case,)]
             assert math.isfinite(value) and value > 0, (name, case, value)
@@ -214,7 +228,7 @@ def test_result_files_are_whole_json_and_no_temporary_files_remain(asv_run):
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+    def log_message(self, format, *args):
         pass
 
 
@@ -240,8 +254,14 @@ def published_site(asv_run) -> Iterator[str]:
 def chromium(url: str, *options: str) -> str:
     """Load ``url`` in headless Chromium (virtual time lets asv's scripts draw); return stdout."""
     command = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--virtual-time-budget=10000", *options, url,
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--virtual-time-budget=10000",
+        *options,
+        url,
     ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr[-2000:]

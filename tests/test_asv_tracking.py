@@ -88,7 +88,7 @@ def test_every_cdn_tag_of_asvs_page_gets_a_local_copy_and_loses_its_cdn_attribut
 
 def test_a_cdn_file_without_local_copy_is_an_error_naming_it():
     page = '<script src="https://cdn.example.org/new-lib.min.js"></script>'
-    with pytest.raises(OfflineAssetError, match="new-lib.min.js"):
+    with pytest.raises(OfflineAssetError, match=r"new-lib\.min\.js"):
         rewrite_page(page, {})
 
 
@@ -100,9 +100,9 @@ def test_selection_reads_the_named_suite_files_and_filters_case_ids(tmp_path):
     environ = {"SRBENCH_ASV_SUITES": "one", "SRBENCH_ASV_CASES": "torchscript"}
     assert list(selected_cases(tmp_path, environ)) == ["mlp-torchscript-t1"]
     assert selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "none"}) == {}
-    with pytest.raises(SuiteError, match="SRBENCH_ASV_SUITES.*expected a path or one of one"):
+    with pytest.raises(SuiteError, match=r"SRBENCH_ASV_SUITES.*expected a path or one of one"):
         selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "missing"})
-    with pytest.raises(SuiteError, match="SRBENCH_ASV_CASES.*regular expression"):
+    with pytest.raises(SuiteError, match=r"SRBENCH_ASV_CASES.*regular expression"):
         selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "one", "SRBENCH_ASV_CASES": "("})
 
 
@@ -127,7 +127,9 @@ def test_the_newest_commit_is_compared_with_the_baseline_measured_before_the_bat
 def _git(repo: Path, *arguments: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *arguments],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
 
 
@@ -143,15 +145,27 @@ def _write_results(conf, machine: str, env_name: str, commit: str, values: dict[
     benchmarks = {}
     for name, numbers in values.items():
         benchmark = {
-            "name": name, "type": "time" if ".time_" in name else "track", "unit": "seconds",
-            "params": [["'a'", "'b'"]], "param_names": ["case"], "version": "1", "code": "",
+            "name": name,
+            "type": "time" if ".time_" in name else "track",
+            "unit": "seconds",
+            "params": [["'a'", "'b'"]],
+            "param_names": ["case"],
+            "version": "1",
+            "code": "",
         }
         benchmarks[name] = benchmark
         failed = any(n is None for n in numbers)
-        result.add_result(benchmark, BenchmarkResult(
-            result=numbers, samples=[None] * len(numbers), number=[None] * len(numbers),
-            errcode=1 if failed else 0, stderr="", profile=None,
-        ))
+        result.add_result(
+            benchmark,
+            BenchmarkResult(
+                result=numbers,
+                samples=[None] * len(numbers),
+                number=[None] * len(numbers),
+                errcode=1 if failed else 0,
+                stderr="",
+                profile=None,
+            ),
+        )
     result.save(results_dir)
     util.write_json(f"{results_dir}/benchmarks.json", benchmarks, api_version=2)
 
@@ -165,10 +179,19 @@ def measured_pair(tmp_path, monkeypatch):
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
     config = repo / "asv.conf.json"
-    config.write_text(json.dumps({
-        "version": 1, "project": "synthetic", "repo": ".", "branches": ["main"],
-        "environment_type": "virtualenv", "results_dir": "results", "html_dir": "html",
-    }))
+    config.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "project": "synthetic",
+                "repo": ".",
+                "branches": ["main"],
+                "environment_type": "virtualenv",
+                "results_dir": "results",
+                "html_dir": "html",
+            }
+        )
+    )
     for message in ("first", "second"):
         _git(repo, "commit", "-q", "--allow-empty", "-m", message)
     before, after = _git(repo, "rev-list", "--reverse", "main").split()
@@ -182,7 +205,9 @@ def measured_pair(tmp_path, monkeypatch):
         env_name = environment_names(NightlyOptions(config=config))[0]
         _write_results(conf, "synthetic", env_name, before, before_values)
         _write_results(conf, "synthetic", env_name, after, after_values)
-        return srbench_main(["nightly", "--config", str(config), "--no-publish", "--machine", "synthetic", "--factor", factor])
+        return srbench_main(
+            ["nightly", "--config", str(config), "--no-publish", "--machine", "synthetic", "--factor", factor]
+        )
 
     run.config = config
     return run
@@ -208,11 +233,12 @@ def test_nightly_rejects_a_factor_that_is_not_a_ratio(measured_pair, capsys):
     assert "--factor must be greater than 1" in capsys.readouterr().out
 
 
-
 def test_nightly_in_an_existing_environment_refuses_to_file_numbers_of_another_tree(measured_pair, capsys):
     """``--python`` measures what the interpreter imports: here srbench from this checkout, not
     from the synthetic repository, so its numbers would be filed under the wrong commit."""
-    status = srbench_main(["nightly", "--config", str(measured_pair.config), "--python", "--no-publish", "--machine", "synthetic"])
+    status = srbench_main(
+        ["nightly", "--config", str(measured_pair.config), "--python", "--no-publish", "--machine", "synthetic"]
+    )
     assert status == 2
     assert f"not from {measured_pair.config.parent}" in capsys.readouterr().err
 
@@ -228,7 +254,9 @@ def test_an_asv_run_keeps_the_code_version_its_first_import_pinned(tmp_path):
     case = dataclasses.replace(selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "one"})["mlp-eager-t1"], runtime="none")
     cache = tmp_path / "cache"
     (cache / "pinned-version").mkdir(parents=True)
-    (cache / "pinned-version" / case_file_name(case)).write_text(json.dumps(dataclasses.asdict(CaseMetrics(case.id, planned_bytes=7))))
+    (cache / "pinned-version" / case_file_name(case)).write_text(
+        json.dumps(dataclasses.asdict(CaseMetrics(case.id, planned_bytes=7)))
+    )
     (cache / "runs").mkdir()
     (cache / "runs" / "4242-99").write_text("pinned-version")
     assert load_or_measure([case], cache, run_key="4242-99")[case.id].planned_bytes == 7

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from srbench.graph import CaptureError, CapturedGraph, capture
+from srbench.graph import CapturedGraph, CaptureError, capture
 
 
 class SmallMLP(torch.nn.Module):
@@ -68,7 +68,7 @@ def test_capture_failure_names_model_and_reason():
 
 
 def test_capture_rejects_non_module_and_non_tuple_inputs():
-    with pytest.raises(CaptureError, match="nn.Module"):
+    with pytest.raises(CaptureError, match=r"nn\.Module"):
         capture(lambda x: x, (torch.randn(2),), name="fn")  # type: ignore[arg-type]
     with pytest.raises(CaptureError, match="tuple"):
         capture(SmallMLP(), [torch.randn(2, 8)], name="mlp")  # type: ignore[arg-type]

@@ -72,9 +72,7 @@ def run_json(capsys, *argv):
 
 
 def test_plans_a_zoo_model_with_every_chosen_planner(capsys, tmp_path):
-    status, document, _ = run_json(
-        capsys, "--model", "mlp", "--planners", HEURISTICS, "--save-records", str(tmp_path)
-    )
+    status, document, _ = run_json(capsys, "--model", "mlp", "--planners", HEURISTICS, "--save-records", str(tmp_path))
     assert status == 0
     (source,) = document["sources"]
     assert source["name"] == "mlp" and source["kind"] == "model" and source["errors"] == []
@@ -105,7 +103,13 @@ def test_plans_records_from_a_minimalloc_csv(capsys, tmp_path):
     assert (source["name"], source["kind"], source["planned_tensors"]) == ("chain", "records", 3)
     assert source["lower_bound"] == 256
     totals = {row["planner"]: row["total_bytes"] for row in source["plans"]}
-    assert totals == {"naive": 384, "greedy_by_size": 256, "greedy_by_breadth": 256, "linear_scan": 256, "storage_groups": 256}
+    assert totals == {
+        "naive": 384,
+        "greedy_by_size": 256,
+        "greedy_by_breadth": 256,
+        "linear_scan": 256,
+        "storage_groups": 256,
+    }
 
 
 @pytest.mark.parametrize("spelling", ["one flag", "repeated flag", "both"])
@@ -128,7 +132,18 @@ def test_table_for_a_person(capsys, fake_zoo):
     assert main(["plan", "--model", "tiny", "--planners", "naive,greedy_by_size"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header, *rows = lines[:3]
-    assert header.split() == ["MODEL", "PLANNER", "TENSORS", "TOTAL", "TOTAL", "BYTES", "LOWER", "BOUND", "RATIO", "TIME"]
+    assert header.split() == [
+        "MODEL",
+        "PLANNER",
+        "TENSORS",
+        "TOTAL",
+        "TOTAL",
+        "BYTES",
+        "LOWER",
+        "BOUND",
+        "RATIO",
+        "TIME",
+    ]
     assert [row.split()[:2] for row in rows] == [["tiny", "naive"], ["tiny", "greedy_by_size"]]
     assert len({len(line) for line in lines[:3]}) == 1  # aligned: every row as wide as the header
     for row in rows:

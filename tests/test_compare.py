@@ -21,8 +21,19 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     code = main(
-        ["compare", "--models", "mlp,lstm_lm", "--planners", "greedy_by_size,naive,exact",
-         "--time-limit", "2", "--out", str(out), "--layout", "mlp:naive"]
+        [
+            "compare",
+            "--models",
+            "mlp,lstm_lm",
+            "--planners",
+            "greedy_by_size,naive,exact",
+            "--time-limit",
+            "2",
+            "--out",
+            str(out),
+            "--layout",
+            "mlp:naive",
+        ]
     )
     return code, out
 

@@ -96,7 +96,7 @@ class InPlace(torch.nn.Module):
 
 
 def test_in_place_ops_alias_their_mutated_argument():
-    graph, analysis, step = analyse(InPlace(), torch.randn(4))
+    _graph, analysis, step = analyse(InPlace(), torch.randn(4))
     records = by_id(analysis.records)
     assert analysis.storage_of["mul_"] == "add" and analysis.storage_of["relu_"] == "add"
     assert "mul_" not in records and "relu_" not in records
@@ -235,7 +235,7 @@ def test_opaque_ops_are_not_planned_and_keep_their_inputs_alive():
 
 
 def test_node_without_metadata_is_named_in_the_error():
-    with pytest.raises(LifetimeError, match="'a'.*meta"):
+    with pytest.raises(LifetimeError, match=r"'a'.*meta"):
         analyze_lifetimes(_hand_made_graph(with_meta=False))
 
 

@@ -7,13 +7,14 @@ without touching this file. Planners that search (``exact``) get a short time li
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from srbench.memory.records import TensorUsageRecord, align_up, lower_bound, validate_plan
-from srbench.planners import plan_memory, planner_names
-from srbench.planners import greedy_by_size, storage_groups
+from srbench.planners import greedy_by_size, plan_memory, planner_names, storage_groups
 
 # Planners whose plan is a function of the set of records, whatever order they come in; their
 # tie-breaks all end with the record id.
@@ -93,7 +94,7 @@ def test_storage_groups_share_bytes_only_within_a_group_of_disjoint_lifetimes(re
         start = offsets.pop()
         regions.append((start, start + align_up(max(m.size for m in members))))
     regions.sort()
-    assert all(end <= next_start for (_, end), (next_start, _) in zip(regions, regions[1:]))
+    assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(regions))
     assert sorted(m.id for g in groups for m in g) == sorted(r.id for r in records if r.size)
 
 

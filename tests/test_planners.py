@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from srbench.memory.records import TensorUsageRecord, lower_bound, validate_plan
-from srbench.planners import plan_memory
-from srbench.planners import greedy_by_breadth, greedy_by_size, linear_scan, naive, storage_groups
+from srbench.planners import greedy_by_breadth, greedy_by_size, linear_scan, naive, plan_memory, storage_groups
 from srbench.planners._placement import place_best_fit
 from srbench.planners.linear_scan import FreeList
 
@@ -124,7 +123,7 @@ def test_naive_total_is_the_padded_sum():
 
 @pytest.mark.parametrize("name", HEURISTICS)
 def test_zero_size_tensors_take_no_bytes(name):
-    with_empty = CHAIN + [rec("empty", 0, 3, 0), rec("empty2", 1, 1, 0)]
+    with_empty = [*CHAIN, rec("empty", 0, 3, 0), rec("empty2", 1, 1, 0)]
     plan = HEURISTICS[name](with_empty)
     validate_plan(with_empty, plan)
     assert plan.offsets["empty"] == plan.offsets["empty2"] == 0

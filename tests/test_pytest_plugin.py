@@ -27,7 +27,9 @@ def _import_what_cases_import() -> None:
     ``torch.testing.assert_close`` pulls in lazily, fails): run one case of every runtime used
     here first, so that those imports belong to this process."""
     for runtime in ("eager", "torchscript", "static_runtime"):
-        prepared = prepare_case(CaseSpec("warm", "mlp", runtime, None, 1, True, True, False, "cpu", None, None, None, 1))
+        prepared = prepare_case(
+            CaseSpec("warm", "mlp", runtime, None, 1, True, True, False, "cpu", None, None, None, 1)
+        )
         prepared.check_equivalence()
         prepared.measure_memory()
         prepared.op_profile(iterations=1)
@@ -107,7 +109,8 @@ def test_an_invalid_suite_errors_with_file_key_and_expectation_while_other_suite
     result.assert_outcomes(passed=3, errors=2)
     result.stdout.fnmatch_lines(
         [
-            "*SuiteError: *suites/typo.yaml: axes: unknown key 'planers' (did you mean 'planners'?); expected only these keys:*",
+            "*SuiteError: *suites/typo.yaml: axes: unknown key 'planers' (did you mean 'planners'?);"
+            " expected only these keys:*",
             "*SuiteError: *suites/unknown.yaml: axes.runtimes[[]0[]]: unknown runtime 'eagr'; did you mean 'eager'?*",
         ]
     )
@@ -181,7 +184,9 @@ def test_benchmark_times_cases_and_writes_the_summary(pytester, monkeypatch):
     result.stdout.fnmatch_lines(["*benchmark: 3 tests*"])
     result.stdout.fnmatch_lines(["*wrote *results/suites-summary.json", "*wrote *results/suites-summary.md"])
 
-    benchmarks = {entry["param"]: entry for entry in json.loads((pytester.path / "bench.json").read_text())["benchmarks"]}
+    benchmarks = {
+        entry["param"]: entry for entry in json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    }
     assert set(benchmarks) == {"mlp-eager-t1", "mlp-torchscript-t1", "mlp-static_runtime-t1"}
     static = benchmarks["mlp-static_runtime-t1"]
     assert static["stats"]["rounds"] == 3

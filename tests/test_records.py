@@ -50,7 +50,7 @@ def test_tensors_alive_at_different_steps_may_share_bytes():
 
 def test_touching_lifetimes_share_a_step():
     # b's last step is 3 and c's first is 3: both are alive at step 3.
-    with pytest.raises(PlanError, match="'b'.*'c'|'c'.*'b'"):
+    with pytest.raises(PlanError, match=r"'b'.*'c'|'c'.*'b'"):
         validate_plan([B, C], plan_of({"b": 0, "c": 0}, 128))
 
 

@@ -78,7 +78,12 @@ def test_static_runtime_profiles_time_per_node_kind():
 
 
 def test_only_srbench_reads_the_memory_options():
-    assert get_runtime("srbench").honours == ("planner", "enable_out_variant", "cleanup_activations", "manage_output_tensors")
+    assert get_runtime("srbench").honours == (
+        "planner",
+        "enable_out_variant",
+        "cleanup_activations",
+        "manage_output_tensors",
+    )
     for name in ("eager", "torchscript", "static_runtime", "compile"):
         assert get_runtime(name).honours == ()
 
@@ -98,7 +103,9 @@ def test_a_failing_compilation_is_reported_as_unsupported(monkeypatch):
         return compiled
 
     monkeypatch.setattr(torch, "compile", broken_compile)
-    with pytest.raises(UnsupportedRuntime, match="torch.compile failed: RuntimeError: InvalidCxxCompiler: No working C"):
+    with pytest.raises(
+        UnsupportedRuntime, match=r"torch\.compile failed: RuntimeError: InvalidCxxCompiler: No working C"
+    ):
         get_runtime("compile")(small_mlp(), (torch.randn(2, 8),), RuntimeOptions())
 
 

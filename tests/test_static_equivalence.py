@@ -21,8 +21,11 @@ OPTIONS = [
 
 def option_id(options: StaticOptions) -> str:
     return "-".join(
-        ("out" if options.enable_out_variant else "noout", "cleanup" if options.cleanup_activations else "keep",
-         "managed" if options.manage_output_tensors else "fresh")
+        (
+            "out" if options.enable_out_variant else "noout",
+            "cleanup" if options.cleanup_activations else "keep",
+            "managed" if options.manage_output_tensors else "fresh",
+        )
     )
 
 
@@ -95,7 +98,11 @@ class MLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.layers = torch.nn.Sequential(
-            torch.nn.Linear(4, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.Dropout(0.1),
+            torch.nn.Linear(4, 32),
+            torch.nn.ReLU(),
+            torch.nn.Linear(32, 32),
+            torch.nn.GELU(),
+            torch.nn.Dropout(0.1),
             torch.nn.Linear(32, 3, bias=False),
         )
 
@@ -176,7 +183,9 @@ def test_core_aten_graphs_match_eager(case):
     factory, first_shapes, second_shapes = CASES[case]
     torch.manual_seed(0)
     model = factory().eval()
-    module, _ = run_protocol(model, make_inputs(first_shapes, 1), make_inputs(second_shapes, 2), StaticOptions(decompose=True))
+    module, _ = run_protocol(
+        model, make_inputs(first_shapes, 1), make_inputs(second_shapes, 2), StaticOptions(decompose=True)
+    )
     if case == "conv_block":  # conv2d, batch_norm, max_pool2d and layer_norm gain out variants
         plain = StaticModule(model, make_inputs(first_shapes, 1))
         assert module.prepared.count("out") > plain.prepared.count("out")

@@ -37,7 +37,9 @@ def test_a_wrong_answer_on_the_second_shape_names_the_run_output_and_differences
     with pytest.raises(EquivalenceError) as caught:
         protocol(lambda x: eager(x) + (0.5 if x.shape[0] == 5 else 0.0))
     message = str(caught.value)
-    assert message.startswith("run 2 (second shape): output output differs from eager: largest absolute difference 0.5,")
+    assert message.startswith(
+        "run 2 (second shape): output output differs from eager: largest absolute difference 0.5,"
+    )
     assert "largest relative difference" in message and "(rtol=1e-05, atol=1e-06)" in message
 
 
@@ -111,18 +113,35 @@ def test_prepare_case_builds_the_zoo_model_and_the_runtime_with_the_case_toleran
 
 
 def _result(runtime, *, latency, peak, planned=None, lower=None, graph_lower=None):
-    case = {"id": f"m-{runtime}", "suite": "s", "model": "m", "runtime": runtime, "planner": None, "threads": 1,
-            "device": "cpu", "batch": None}
-    memory = {"planned_bytes": planned, "lower_bound": lower, "graph_lower_bound": graph_lower, "peak_bytes": peak,
-              "allocations": 1, "page_faults_per_run": 0.0}
+    case = {
+        "id": f"m-{runtime}",
+        "suite": "s",
+        "model": "m",
+        "runtime": runtime,
+        "planner": None,
+        "threads": 1,
+        "device": "cpu",
+        "batch": None,
+    }
+    memory = {
+        "planned_bytes": planned,
+        "lower_bound": lower,
+        "graph_lower_bound": graph_lower,
+        "peak_bytes": peak,
+        "allocations": 1,
+        "page_faults_per_run": 0.0,
+    }
     return {"case": case, "latency": {"median": latency}, "memory": memory, "equivalence": {"max_abs_diff": 0.0}}
 
 
 def test_summary_ratios_are_to_eager_and_to_the_lower_bounds(tmp_path):
     outcomes = [
         CaseOutcome("s.yaml::case[m-eager]", "passed", _result("eager", latency=2e-3, peak=30720)),
-        CaseOutcome("s.yaml::case[m-srbench]", "passed",
-                    _result("srbench", latency=1e-3, peak=15360, planned=12288, lower=10240, graph_lower=10240)),
+        CaseOutcome(
+            "s.yaml::case[m-srbench]",
+            "passed",
+            _result("srbench", latency=1e-3, peak=15360, planned=12288, lower=10240, graph_lower=10240),
+        ),
         CaseOutcome("s.yaml::case[m-torchscript]", "xfailed", None, "UnsupportedRuntime: cannot script"),
     ]
     summary = build_summary(outcomes, timed=True)
@@ -131,8 +150,9 @@ def test_summary_ratios_are_to_eager_and_to_the_lower_bounds(tmp_path):
     assert srbench_row["peak_to_graph_lower_bound"] == 1.5
     assert eager_row["peak_to_graph_lower_bound"] == 3.0  # the graph's lower bound, from srbench's case
     assert summary["counts"] == {"passed": 2, "xfailed": 1}
-    assert summary["not_passed"] == [{"nodeid": "s.yaml::case[m-torchscript]", "outcome": "xfailed",
-                                      "message": "UnsupportedRuntime: cannot script"}]
+    assert summary["not_passed"] == [
+        {"nodeid": "s.yaml::case[m-torchscript]", "outcome": "xfailed", "message": "UnsupportedRuntime: cannot script"}
+    ]
     markdown = render_markdown(summary)
     assert "| m-srbench | 1,000.0 | 0.50x | 12 KiB | 10 KiB | 1.20x | 15 KiB | 10 KiB | 1.50x | 1 | 0 |" in markdown
     json_path, markdown_path = write_summary(summary, tmp_path / "results")

@@ -13,8 +13,12 @@ from srbench.zoo import CatalogProvider, ModelCase, ModelUnavailable, ProviderUn
 
 def tiny_case(name: str, provider: str, build=lambda: torch.nn.Linear(4, 2)) -> ModelCase:
     return ModelCase(
-        name=name, provider=provider, family="mlp", build=build,
-        make_inputs=lambda shape, batch: (torch.ones(batch or 1 + shape, 4),), description="tiny",
+        name=name,
+        provider=provider,
+        family="mlp",
+        build=build,
+        make_inputs=lambda shape, batch: (torch.ones(batch or 1 + shape, 4),),
+        description="tiny",
     )
 
 
@@ -34,11 +38,15 @@ def test_a_provider_that_fails_disables_only_its_own_cases():
     working = CatalogProvider("working", entries=(tiny_case("tiny", "working"),))
     zoo = build_zoo([("missing", lambda: missing), ("broken", broken_import), ("working", lambda: working)])
     assert list(zoo.cases) == ["tiny"]
-    assert "ModuleNotFoundError" in zoo.unavailable["missing"] and "no_such_module_srbench" in zoo.unavailable["missing"]
+    assert (
+        "ModuleNotFoundError" in zoo.unavailable["missing"] and "no_such_module_srbench" in zoo.unavailable["missing"]
+    )
     assert zoo.unavailable["broken"] == "ImportError: libfoo.so: cannot open shared object file"
     assert list(zoo.unavailable_cases) == ["ghost"]
     assert [(entry.case.name, entry.available) for entry in zoo.entries()] == [("ghost", False), ("tiny", True)]
-    with pytest.raises(ModelUnavailable, match="'ghost' is provided by 'missing', which is unavailable here: cannot import"):
+    with pytest.raises(
+        ModelUnavailable, match="'ghost' is provided by 'missing', which is unavailable here: cannot import"
+    ):
         zoo.get("ghost")
 
 
@@ -55,7 +63,12 @@ def test_any_error_from_cases_disables_only_that_provider():
             raise OSError("undefined symbol: _ZN3c10")
 
     crashing = Crashing("crashing", entries=(tiny_case("crash", "crashing"),))
-    zoo = build_zoo([("crashing", lambda: crashing), ("working", lambda: CatalogProvider("working", (tiny_case("tiny", "working"),)))])
+    zoo = build_zoo(
+        [
+            ("crashing", lambda: crashing),
+            ("working", lambda: CatalogProvider("working", (tiny_case("tiny", "working"),))),
+        ]
+    )
     assert zoo.unavailable == {"crashing": "OSError: undefined symbol: _ZN3c10"}
     assert list(zoo.unavailable_cases) == ["crash"] and list(zoo.cases) == ["tiny"]
 
@@ -100,6 +113,10 @@ def test_missing_transformers_lists_its_cases_as_unavailable(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "transformers", None)
     zoo = build_zoo([("builtin", lambda: builtin.provider), ("transformers", lambda: hf.provider)])
-    assert zoo.unavailable == {"transformers": "cannot import transformers: ModuleNotFoundError: import of transformers halted; None in sys.modules"}
+    assert zoo.unavailable == {
+        "transformers": (
+            "cannot import transformers: ModuleNotFoundError: import of transformers halted; None in sys.modules"
+        )
+    }
     assert {"hf_bert", "hf_gpt2", "hf_vit", "hf_resnet18"} <= set(zoo.unavailable_cases)
     assert "resnet50" in zoo.cases

@@ -11,7 +11,15 @@ from srbench_models.builtin.blocks import mlp_stack
 from srbench_models.calibration import calibrate_batch_norm
 
 BUILTIN = {
-    "resnet18", "resnet50", "mobilenet_v2", "bert_encoder", "gpt_decoder", "lstm_lm", "dlrm", "deep_and_wide", "mlp",
+    "resnet18",
+    "resnet50",
+    "mobilenet_v2",
+    "bert_encoder",
+    "gpt_decoder",
+    "lstm_lm",
+    "dlrm",
+    "deep_and_wide",
+    "mlp",
 }
 
 
@@ -87,6 +95,14 @@ def test_resnet50_uses_torchvision_parameter_names():
 
     with torch.device("meta"):
         keys = set(resnet50().state_dict())
-    assert {"conv1.weight", "bn1.running_var", "layer1.0.downsample.0.weight", "layer1.0.downsample.1.bias",
-            "layer2.0.conv2.weight", "layer4.2.bn3.num_batches_tracked", "fc.weight", "fc.bias"} <= keys
+    assert {
+        "conv1.weight",
+        "bn1.running_var",
+        "layer1.0.downsample.0.weight",
+        "layer1.0.downsample.1.bias",
+        "layer2.0.conv2.weight",
+        "layer4.2.bn3.num_batches_tracked",
+        "fc.weight",
+        "fc.bias",
+    } <= keys
     assert len(keys) == 320  # torchvision resnet50: 161 parameters + 159 batch-norm buffers

@@ -17,7 +17,7 @@ from srbench_models import builtin, hf, tv
 def torchvision_import_error() -> str | None:
     try:
         importlib.import_module("torchvision")
-    except Exception as error:  # noqa: BLE001 - a mismatched build fails with RuntimeError/OSError too
+    except Exception as error:
         return f"{type(error).__name__}: {error}"
     return None
 
@@ -35,7 +35,9 @@ def test_unimportable_torchvision_disables_only_its_own_cases(torchvision_fails)
     zoo = build_zoo([("builtin", lambda: builtin.provider), ("torchvision", lambda: tv.provider)])
     assert zoo.unavailable["torchvision"].startswith("cannot import torchvision: ModuleNotFoundError")
     assert set(zoo.unavailable_cases) == {case.name for case in tv.CASES}
-    assert {case.name for case in zoo.select(providers=["builtin"])} == {case.name for case in builtin.provider.catalog()}
+    assert {case.name for case in zoo.select(providers=["builtin"])} == {
+        case.name for case in builtin.provider.catalog()
+    }
     with pytest.raises(ModelUnavailable, match="'tv_resnet50' is provided by 'torchvision', which is unavailable here"):
         zoo.get("tv_resnet50")
 
@@ -63,7 +65,9 @@ def test_unimportable_torchvision_shows_the_reason_and_the_published_count(torch
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("tv_resnet50 "))
     assert "25,557,032*" in row
-    assert row.endswith("no: cannot import torchvision: ModuleNotFoundError: import of torchvision halted; None in sys.modules")
+    assert row.endswith(
+        "no: cannot import torchvision: ModuleNotFoundError: import of torchvision halted; None in sys.modules"
+    )
     assert "* published count; the model cannot be built here" in out
     assert any(line.startswith("resnet50 ") and line.endswith("yes") for line in out.splitlines())
 

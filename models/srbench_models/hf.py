@@ -76,9 +76,7 @@ CASES = (
     hf_case(
         name="hf_vit",
         family="vision",
-        build=from_config(
-            "ViTForImageClassification", "ViTConfig", "logits", num_labels=1000, **SMALL_ENCODER
-        ),
+        build=from_config("ViTForImageClassification", "ViTConfig", "logits", num_labels=1000, **SMALL_ENCODER),
         make_inputs=images(batch_size=1, sizes=(224, 224)),
         description="ViTForImageClassification, 4 layers, width 256, 4 heads, 16x16 patches "
         "(ViT-B: 12/768/12); 224x224, shape 1 batch 2",
@@ -87,8 +85,13 @@ CASES = (
         name="hf_resnet18",
         family="vision",
         build=from_config(
-            "ResNetForImageClassification", "ResNetConfig", "logits",
-            layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512], num_labels=1000,
+            "ResNetForImageClassification",
+            "ResNetConfig",
+            "logits",
+            layer_type="basic",
+            depths=[2, 2, 2, 2],
+            hidden_sizes=[64, 128, 256, 512],
+            num_labels=1000,
         ),
         make_inputs=images(batch_size=1),
         description="ResNetForImageClassification in ResNet-18's layout (basic blocks 2-2-2-2, "
@@ -108,7 +111,14 @@ CASES = (
         name="hf_t5_encoder",
         family="language",
         build=from_config(
-            "T5EncoderModel", "T5Config", "last_hidden_state", d_model=256, num_layers=4, num_heads=4, d_kv=64, d_ff=1024
+            "T5EncoderModel",
+            "T5Config",
+            "last_hidden_state",
+            d_model=256,
+            num_layers=4,
+            num_heads=4,
+            d_kv=64,
+            d_ff=1024,
         ),
         make_inputs=tokens(32128, batch_size=1, lengths=(128, 64)),
         description="T5EncoderModel, 4 layers, width 256, 4 heads, FF 1024, relative position buckets "
@@ -118,8 +128,12 @@ CASES = (
         name="hf_convnext",
         family="vision",
         build=from_config(
-            "ConvNextForImageClassification", "ConvNextConfig", "logits",
-            depths=[2, 2, 6, 2], hidden_sizes=[64, 128, 256, 512], num_labels=1000,
+            "ConvNextForImageClassification",
+            "ConvNextConfig",
+            "logits",
+            depths=[2, 2, 6, 2],
+            hidden_sizes=[64, 128, 256, 512],
+            num_labels=1000,
         ),
         make_inputs=images(batch_size=1),
         description="ConvNextForImageClassification, depths 2-2-6-2, widths 64-512 (ConvNeXt-T: 3-3-9-3, 96-768); "

@@ -30,11 +30,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any
 
 from srbench.fileio import atomic_write_text
 from srbench.suites import CaseSpec
@@ -123,7 +123,11 @@ def measure_in_subprocess(cases: Sequence[CaseSpec], timeout_s: float) -> Iterat
     while remaining:
         with tempfile.TemporaryFile("w+") as errors:
             process = subprocess.Popen(
-                [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                text=True,
             )
             assert process.stdin is not None and process.stdout is not None
             process.stdin.write(json.dumps([case.to_json() for case in remaining]))
@@ -140,7 +144,7 @@ def measure_in_subprocess(cases: Sequence[CaseSpec], timeout_s: float) -> Iterat
                 if line is None:
                     problem = f"measuring exited with status {process.wait()}"
                 elif line.startswith(_LINE_PREFIX):
-                    yield remaining.pop(0), CaseMetrics.from_json(json.loads(line[len(_LINE_PREFIX):]))
+                    yield remaining.pop(0), CaseMetrics.from_json(json.loads(line[len(_LINE_PREFIX) :]))
             process.kill()
             process.wait()
             if remaining:
@@ -193,7 +197,7 @@ def _prune(cache_dir: Path, keep: Path) -> None:
         key=lambda p: p.stat().st_mtime,
         reverse=True,
     )
-    for stale in [p for p in versions if p != keep][KEPT_CODE_VERSIONS - 1:]:
+    for stale in [p for p in versions if p != keep][KEPT_CODE_VERSIONS - 1 :]:
         shutil.rmtree(stale, ignore_errors=True)
     now = time.time()
     for pin in (cache_dir / RUNS_SUBDIR).glob("*"):

@@ -19,10 +19,9 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from srbench.fileio import atomic_write_text
 
@@ -191,9 +190,7 @@ def make_offline(html_dir: Path, cache: Path | None = None) -> list[Path]:
         raise OfflineAssetError(f"no .html pages in {html_dir}: run `asv publish` first")
     cache = fetch_assets(cache)
     copied: set[str] = set()
-    local_path_of = {
-        asset.url: _copy_asset(cache, asset.package, asset.path, html_dir, copied) for asset in CDN_ASSETS
-    }
+    local_path_of = {asset.url: _copy_asset(cache, asset.package, asset.path, html_dir, copied) for asset in CDN_ASSETS}
     rewritten = []
     for page in pages:
         original = page.read_text(encoding="utf-8")

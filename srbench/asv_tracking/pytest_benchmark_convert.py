@@ -67,7 +67,9 @@ def read_pytest_benchmark(path: Path) -> tuple[dict[str, Any], list[CaseTiming]]
             raise ConversionError(f"{path}: benchmarks[{index}] ({entry.get('name')}) has no stats.median")
         cases.append(CaseTiming(str(extra["srbench_case"]), entry["stats"], extra))
     if not cases:
-        raise ConversionError(f"{path}: no srbench case (extra_info.srbench_case); was it `pytest suites/ --benchmark`?")
+        raise ConversionError(
+            f"{path}: no srbench case (extra_info.srbench_case); was it `pytest suites/ --benchmark`?"
+        )
     return data.get("commit_info") or {}, cases
 
 
@@ -83,18 +85,32 @@ def _benchmark(name: str, kind: str, unit: str, params: list[list[str]], param_n
 def asv_entries(cases: Sequence[CaseTiming]) -> list[tuple[dict[str, Any], list[float], list[list[float] | None]]]:
     """(benchmark description, values in asv's flattened parameter order, samples) per benchmark."""
     ids = [case.case_id for case in cases]
-    entries = [(
-        _benchmark(TIME_RUN, "time", "seconds", [ids], ["case"]),
-        [float(case.stats["median"]) for case in cases],
-        [list(case.stats["data"]) if case.stats.get("data") else None for case in cases],
-    )]
+    entries = [
+        (
+            _benchmark(TIME_RUN, "time", "seconds", [ids], ["case"]),
+            [float(case.stats["median"]) for case in cases],
+            [list(case.stats["data"]) if case.stats.get("data") else None for case in cases],
+        )
+    ]
     for name, (key, unit) in TRACKED_EXTRA_INFO.items():
-        entries.append((_benchmark(name, "track", unit, [ids], ["case"]), [_number(c.extra_info.get(key)) for c in cases], [None] * len(cases)))
+        entries.append(
+            (
+                _benchmark(name, "track", unit, [ids], ["case"]),
+                [_number(c.extra_info.get(key)) for c in cases],
+                [None] * len(cases),
+            )
+        )
     profiles = [{kind: ms / 1000.0 for kind, ms in (c.extra_info.get("op_profile_ms") or {}).items()} for c in cases]
     op_times = [tracked_op_times(profile) if profile else {} for profile in profiles]
     kinds = sorted({kind for times in op_times for kind in times})
     op_values = [_number(times.get(kind)) for times in op_times for kind in kinds]
-    entries.append((_benchmark(OP_TIME, "track", "seconds", [ids, kinds], ["case", "node_kind"]), op_values, [None] * len(op_values)))
+    entries.append(
+        (
+            _benchmark(OP_TIME, "track", "seconds", [ids, kinds], ["case", "node_kind"]),
+            op_values,
+            [None] * len(op_values),
+        )
+    )
     return entries
 
 
@@ -162,16 +178,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("pytest_json", type=Path)
     parser.add_argument("--config", type=Path, default=Path(__file__).resolve().parents[2] / "asv.conf.json")
     parser.add_argument("--machine", default=None, help="asv machine name (default: the host name)")
-    parser.add_argument("--commit", default=None, help="file under this commit (default: pytest-benchmark's commit_info.id)")
-    parser.add_argument("--allow-dirty", action="store_true", help="accept results from a tree with uncommitted changes")
+    parser.add_argument(
+        "--commit", default=None, help="file under this commit (default: pytest-benchmark's commit_info.id)"
+    )
+    parser.add_argument(
+        "--allow-dirty", action="store_true", help="accept results from a tree with uncommitted changes"
+    )
     args = parser.parse_args(argv)
     import platform
 
     from asv.util import UserError
 
     try:
-        path = convert(args.pytest_json, args.config, machine=args.machine or platform.node(),
-                       commit=args.commit, allow_dirty=args.allow_dirty)
+        path = convert(
+            args.pytest_json,
+            args.config,
+            machine=args.machine or platform.node(),
+            commit=args.commit,
+            allow_dirty=args.allow_dirty,
+        )
     except (ConversionError, UserError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -74,8 +74,14 @@ def compare_commits(
     try:
         with contextlib.redirect_stdout(output):
             worsened, improved = Compare.print_table(
-                conf, before, after, factor=factor, split=True, only_changed=True,
-                machine=machine, use_stats=use_stats,
+                conf,
+                before,
+                after,
+                factor=factor,
+                split=True,
+                only_changed=True,
+                machine=machine,
+                use_stats=use_stats,
                 env_names=list(env_names) if env_names is not None else None,
             )
     except util.UserError as error:

@@ -56,7 +56,9 @@ def selected_cases(suites_dir: Path, environ: Mapping[str, str] = os.environ) ->
     try:
         keep = re.compile(pattern) if pattern else None
     except re.error as error:
-        raise SuiteError(suites_dir, CASES_VARIABLE, f"not a valid regular expression ({error}): {pattern!r}") from error
+        raise SuiteError(
+            suites_dir, CASES_VARIABLE, f"not a valid regular expression ({error}): {pattern!r}"
+        ) from error
     cases: dict[str, CaseSpec] = {}
     for path in suite_paths(spec, suites_dir):
         for case in load_suite(path).cases:

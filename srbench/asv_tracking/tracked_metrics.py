@@ -7,7 +7,8 @@ wrong propagates and is recorded as that case's failure.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from srbench.asv_tracking.case_measurements import CaseMetrics
 from srbench.suites import CaseSpec

@@ -48,7 +48,12 @@ def add_records_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     """``--records FILE.csv...``: MiniMalloc CSV files, several after one flag or the flag repeated
     (both collect into one list, ``args.records``)."""
     parser.add_argument(
-        "--records", action="extend", nargs="+", default=[], type=Path, metavar="FILE.csv",
+        "--records",
+        action="extend",
+        nargs="+",
+        default=[],
+        type=Path,
+        metavar="FILE.csv",
         help=f"{help} (MiniMalloc's CSV format: id,lower,upper,size); "
         "several files after one flag, or the flag repeated",
     )
@@ -66,7 +71,10 @@ def add_planning_options(parser: argparse.ArgumentParser) -> None:
         "--decompose", action="store_true", help="plan the core-ATen graph (export's run_decompositions())"
     )
     parser.add_argument(
-        "--time-limit", type=positive_float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+        "--time-limit",
+        type=positive_float,
+        default=DEFAULT_TIME_LIMIT,
+        metavar="SECONDS",
         help=f"time limit per source for searching planners such as exact (default {DEFAULT_TIME_LIMIT:g})",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="show what torch.export prints while capturing")

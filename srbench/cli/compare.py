@@ -35,19 +35,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "print and write per-model figures, a per-planner summary and pictures.",
     )
     parser.add_argument(
-        "--zoo", type=comma_separated, metavar="A,B",
+        "--zoo",
+        type=comma_separated,
+        metavar="A,B",
         help=f"model providers to compare (default: {','.join(DEFAULT_ZOOS)} unless --models or --records is given)",
     )
     parser.add_argument("--models", type=comma_separated, metavar="A,B", help="only these zoo models")
     add_records_option(parser, "also compare on these tensor usage records")
     parser.add_argument(
-        "--planners", type=comma_separated, default=["all"], metavar="all|A,B",
+        "--planners",
+        type=comma_separated,
+        default=["all"],
+        metavar="all|A,B",
         help="planners to compare (default: all)",
     )
     add_planning_options(parser)
-    parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR", help="where to write (default results/)")
     parser.add_argument(
-        "--layout", action="append", type=_layout, default=None, metavar="MODEL:PLANNER",
+        "--out", type=Path, default=Path("results"), metavar="DIR", help="where to write (default results/)"
+    )
+    parser.add_argument(
+        "--layout",
+        action="append",
+        type=_layout,
+        default=None,
+        metavar="MODEL:PLANNER",
         help="draw this plan's memory layout (repeatable; default: each model's smallest plan)",
     )
     parser.set_defaults(run=run)
@@ -94,8 +105,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"srbench compare: {error}", file=sys.stderr)
         return 2
-    print(f"\nwrote {written['json']}, {written['markdown']}, {written['html']} and "
-          f"{len(written) - 3} picture(s) in {args.out / 'compare-figures'}")
+    print(
+        f"\nwrote {written['json']}, {written['markdown']}, {written['html']} and "
+        f"{len(written) - 3} picture(s) in {args.out / 'compare-figures'}"
+    )
     return 1 if comparison.failures else 0
 
 

@@ -20,21 +20,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="asv configuration (default: %(default)s)")
-    parser.add_argument("--factor", type=float, default=None,
-                        help="a benchmark is a regression when it is this many times worse (default 1.1)")
-    parser.add_argument("--machine", default=None, help="asv machine name (default: the host name; described in ~/.asv-machine.json if new)")
-    parser.add_argument("-E", "--environment", default=None,
-                        help="asv environment spec, e.g. existing:.venv/bin/python to measure the installed HEAD "
-                             "(default: asv builds each commit into the configuration's virtualenv)")
-    parser.add_argument("--python", dest="python_same", action="store_const", const="existing", default=None,
-                        help="same as -E existing (asv's --python=same): the interpreter running srbench")
-    parser.add_argument("--max-commits", type=int, default=10, help="measure at most this many new commits (the newest)")
+    parser.add_argument(
+        "--factor",
+        type=float,
+        default=None,
+        help="a benchmark is a regression when it is this many times worse (default 1.1)",
+    )
+    parser.add_argument(
+        "--machine",
+        default=None,
+        help="asv machine name (default: the host name; described in ~/.asv-machine.json if new)",
+    )
+    parser.add_argument(
+        "-E",
+        "--environment",
+        default=None,
+        help="asv environment spec, e.g. existing:.venv/bin/python to measure the installed HEAD "
+        "(default: asv builds each commit into the configuration's virtualenv)",
+    )
+    parser.add_argument(
+        "--python",
+        dest="python_same",
+        action="store_const",
+        const="existing",
+        default=None,
+        help="same as -E existing (asv's --python=same): the interpreter running srbench",
+    )
+    parser.add_argument(
+        "--max-commits", type=int, default=10, help="measure at most this many new commits (the newest)"
+    )
     parser.add_argument("--quick", action="store_true", help="asv --quick: each benchmark once (a smoke run)")
-    parser.add_argument("-b", "--bench", action="append", default=[],
-                        help="only the benchmarks matching this regular expression (asv run --bench; repeatable)")
+    parser.add_argument(
+        "-b",
+        "--bench",
+        action="append",
+        default=[],
+        help="only the benchmarks matching this regular expression (asv run --bench; repeatable)",
+    )
     parser.add_argument("--no-publish", dest="publish", action="store_false", help="skip asv publish")
-    parser.add_argument("--suites", default=None,
-                        help="suite files or names asv tracks, comma-separated (SRBENCH_ASV_SUITES; default quick)")
+    parser.add_argument(
+        "--suites",
+        default=None,
+        help="suite files or names asv tracks, comma-separated (SRBENCH_ASV_SUITES; default quick)",
+    )
     parser.set_defaults(run=run)
 
 

@@ -42,7 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--all", action="store_true", help="every model of the zoo that is available here")
     add_records_option(source, "tensor usage records to plan")
     parser.add_argument(
-        "--planners", type=comma_separated, metavar="A,B",
+        "--planners",
+        type=comma_separated,
+        metavar="A,B",
         help="comma-separated planners to run (default: every registered planner)",
     )
     add_planning_options(parser)

@@ -36,7 +36,7 @@ def _table(table: Table, name_columns: int) -> str:
     body = "".join(
         "<tr>"
         + "".join(
-            f'<td{"" if i < name_columns else " class=number"}>{html.escape(cell)}</td>' for i, cell in enumerate(row)
+            f"<td{'' if i < name_columns else ' class=number'}>{html.escape(cell)}</td>" for i, cell in enumerate(row)
         )
         + "</tr>"
         for row in rows
@@ -47,7 +47,9 @@ def _table(table: Table, name_columns: int) -> str:
 def _image(title: str, png: bytes) -> str:
     data = base64.b64encode(png).decode("ascii")
     caption = html.escape(title)
-    return f'<figure><img alt="{caption}" src="data:image/png;base64,{data}"><figcaption>{caption}</figcaption></figure>'
+    return (
+        f'<figure><img alt="{caption}" src="data:image/png;base64,{data}"><figcaption>{caption}</figcaption></figure>'
+    )
 
 
 def html_report(

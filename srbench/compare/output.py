@@ -13,7 +13,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from srbench.fileio import atomic_path, atomic_write_text
 from srbench.compare.html import html_report
 from srbench.compare.pictures import layout_png, ratio_chart_png
 from srbench.compare.run import Comparison
@@ -26,6 +25,7 @@ from srbench.compare.tables import (
     plan_table,
     summary_table,
 )
+from srbench.fileio import atomic_path, atomic_write_text
 
 STEM = "compare"
 
@@ -51,7 +51,10 @@ def figures(comparison: Comparison, layouts: Sequence[tuple[str, str]]) -> dict[
     drawn: dict[str, tuple[str, bytes]] = {}
     for zoo in dict.fromkeys(row.zoo for row in comparison.rows):
         rows = [row for row in comparison.rows if row.zoo == zoo]
-        drawn[f"{zoo}: ratio to the lower bound"] = (_file_name("ratio", zoo), ratio_chart_png(zoo, rows, comparison.planners))
+        drawn[f"{zoo}: ratio to the lower bound"] = (
+            _file_name("ratio", zoo),
+            ratio_chart_png(zoo, rows, comparison.planners),
+        )
     for source, planner in layouts:
         row = comparison.row(source, planner)
         if row is None:

@@ -44,16 +44,20 @@ def layout_png(
     figure = _figure(10, 4.5)
     axes = figure.add_subplot()
     placed = [r for r in records if r.size]
-    patches = [
-        Rectangle((r.first - 0.5, offsets[r.id] / _MIB), r.last - r.first + 1, r.size / _MIB) for r in placed
-    ]
+    patches = [Rectangle((r.first - 0.5, offsets[r.id] / _MIB), r.last - r.first + 1, r.size / _MIB) for r in placed]
     colours = [index % 20 for index in range(len(placed))]  # tensors made one after another differ
     collection = PatchCollection(patches, cmap="tab20", edgecolor="black", linewidth=0.2, alpha=0.85)
     collection.set_array(colours)
     collection.set_clim(0, 19)
     axes.add_collection(collection)
     total = max((offsets[r.id] + r.size for r in placed), default=0)
-    axes.axhline(lower_bound / _MIB, color="crimson", linestyle="--", linewidth=1.2, label=f"lower bound {lower_bound / _MIB:.3g} MiB")
+    axes.axhline(
+        lower_bound / _MIB,
+        color="crimson",
+        linestyle="--",
+        linewidth=1.2,
+        label=f"lower bound {lower_bound / _MIB:.3g} MiB",
+    )
     axes.axhline(total / _MIB, color="black", linewidth=0.8, label=f"total {total / _MIB:.3g} MiB")
     first = min((r.first for r in placed), default=0)
     last = max((r.last for r in placed), default=1)

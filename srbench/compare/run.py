@@ -89,7 +89,9 @@ def compare(
 
     options = {name: dict(values) for name, values in (options or {}).items()}
     comparison = Comparison(planners=list(planners), alignment=alignment, options=options)
-    with tqdm(total=len(sources) * len(planners), unit="plan", disable=None if progress is None else not progress) as bar:
+    with tqdm(
+        total=len(sources) * len(planners), unit="plan", disable=None if progress is None else not progress
+    ) as bar:
         for source in sources:
             bar.set_description(source.name)
             try:

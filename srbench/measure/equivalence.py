@@ -77,7 +77,9 @@ def compare(actual: Any, expected: Any, *, rtol: float, atol: float, run: str) -
     for (path, actual_leaf), (_, expected_leaf) in zip(got, want):
         diff = difference(path, actual_leaf, expected_leaf)
         try:
-            torch.testing.assert_close(actual_leaf, expected_leaf, rtol=rtol, atol=atol, equal_nan=True, check_device=True)
+            torch.testing.assert_close(
+                actual_leaf, expected_leaf, rtol=rtol, atol=atol, equal_nan=True, check_device=True
+            )
         except AssertionError as error:
             raise EquivalenceError(
                 f"{run}: output {path} differs from eager: largest absolute difference {diff.max_abs:.3g}, "
@@ -129,7 +131,9 @@ def check_equivalence(
     first_saved = _snapshot(first_output)
     run("run 2 (second shape)", second_inputs, expected_second)
     if not outputs_may_be_reused:
-        _check_unchanged(first_output, first_saved, "an output of run 1, still held by the caller,", "run 2 (second shape)")
+        _check_unchanged(
+            first_output, first_saved, "an output of run 1, still held by the caller,", "run 2 (second shape)"
+        )
     run("run 3 (first shape again)", first_inputs, expected_first)
     return EquivalenceReport(
         runs=3,

@@ -15,10 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
 from torch.profiler import ProfilerActivity, profile
-
-from srbench.runtimes import PlannedMemory
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ Steps are positions in ``graph.nodes`` (placeholders included), so a record's ``
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -67,12 +68,12 @@ def storage_nbytes(value: torch.Tensor) -> int:
     if value.numel() == 0:
         extent = 0
     else:
-        extent = value.storage_offset() + 1 + sum((size - 1) * stride for size, stride in zip(value.shape, value.stride()))
+        extent = (
+            value.storage_offset() + 1 + sum((size - 1) * stride for size, stride in zip(value.shape, value.stride()))
+        )
     nbytes = int(extent) * value.element_size()
-    try:
+    with contextlib.suppress(RuntimeError, NotImplementedError, TypeError):  # no storage (sparse, nested)
         nbytes = max(nbytes, int(value.untyped_storage().nbytes()))
-    except (RuntimeError, NotImplementedError, TypeError):  # tensors without a storage (sparse, nested)
-        pass
     return nbytes
 
 
@@ -171,7 +172,9 @@ class _Analysis:
         if node.name in self.aliases:
             base = self.aliases[node.name]
             if base not in self.storage_of:
-                raise LifetimeError(f"node {node.name!r} is said to alias {base!r}, which is not an earlier tensor node")
+                raise LifetimeError(
+                    f"node {node.name!r} is said to alias {base!r}, which is not an earlier tensor node"
+                )
             self.storage_of[node.name] = self.storage_of[base]
         elif node.target is operator.getitem:
             self._visit_getitem(node)
@@ -192,7 +195,9 @@ class _Analysis:
             if alias is not None:
                 base = _argument_value(node, schema, alias)
                 if not isinstance(base, torch.fx.Node) or base.name not in self.storage_of:
-                    raise LifetimeError(f"node {node.name!r}: its result aliases argument {alias!r}, which is not a tensor node")
+                    raise LifetimeError(
+                        f"node {node.name!r}: its result aliases argument {alias!r}, which is not a tensor node"
+                    )
                 storage = self.storage_of[base.name]
                 storages.append(None)
             elif isinstance(result, torch.Tensor):

@@ -102,9 +102,7 @@ def lower_bound(records: Iterable[TensorUsageRecord]) -> int:
     return best
 
 
-def validate_plan(
-    records: Sequence[TensorUsageRecord], plan: MemoryPlan, alignment: int = DEFAULT_ALIGNMENT
-) -> None:
+def validate_plan(records: Sequence[TensorUsageRecord], plan: MemoryPlan, alignment: int = DEFAULT_ALIGNMENT) -> None:
     """Raise :class:`PlanError` unless ``plan`` is a correct placement of ``records``.
 
     Checked: every record has an integer, aligned, non-negative offset; the total covers every

@@ -27,9 +27,7 @@ PLANNERS = Registry("srbench.planners", "planner")
 
 
 class Planner(Protocol):
-    def __call__(
-        self, records: Sequence[TensorUsageRecord], *, alignment: int = DEFAULT_ALIGNMENT
-    ) -> MemoryPlan: ...
+    def __call__(self, records: Sequence[TensorUsageRecord], *, alignment: int = DEFAULT_ALIGNMENT) -> MemoryPlan: ...
 
 
 @dataclass(frozen=True)

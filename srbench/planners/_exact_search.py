@@ -182,7 +182,9 @@ class SearchState:
         self.total[half : half + num_sections] = partition.section_total
         level = half
         while level > 1:
-            self.total[level // 2 : level] = np.maximum(self.total[level : 2 * level : 2], self.total[level + 1 : 2 * level : 2])
+            self.total[level // 2 : level] = np.maximum(
+                self.total[level : 2 * level : 2], self.total[level + 1 : 2 * level : 2]
+            )
             level //= 2
         # cuts[s]: unplaced buffers alive in both section s and s + 1; zero splits the problem.
         crossings = np.zeros(num_sections + 1, dtype=np.int64)
@@ -197,7 +199,9 @@ class SearchState:
         self.piece = np.zeros((2, 2 * num_sections + 2), dtype=np.int64)
         # Each placement raises each neighbour's minimum offset at most once: this bound is exact.
         self.offset_trail = np.zeros((2, max(partition.neighbour_idx.shape[0], 1)), dtype=np.int64)
-        self.section_trail = np.zeros((2, max(4 * int((partition.section_hi - partition.section_lo).sum()), 64)), np.int64)
+        self.section_trail = np.zeros(
+            (2, max(4 * int((partition.section_hi - partition.section_lo).sum()), 64)), np.int64
+        )
         self.ctl = np.zeros(_CTL_SLOTS, dtype=np.int64)
         self.status = EXHAUSTED if partition.lower_bound > capacity else 0
 
@@ -312,8 +316,22 @@ def _scope(frame, piece, frames, num_sections):
 
 
 @njit(cache=True)
-def _undo(level, depth, size, section_lo, section_hi, offset, min_offset, floor, total, cuts,
-          offset_trail, offset_top, section_trail, section_top):
+def _undo(
+    level,
+    depth,
+    size,
+    section_lo,
+    section_hi,
+    offset,
+    min_offset,
+    floor,
+    total,
+    cuts,
+    offset_trail,
+    offset_top,
+    section_trail,
+    section_top,
+):
     """Take back the placement made at ``depth``; returns the trail tops from before it."""
     buffer = level[_BUFFER, depth]
     for position in range(section_top - 1, level[_SECTION_MARK, depth] - 1, -1):
@@ -332,9 +350,34 @@ def _undo(level, depth, size, section_lo, section_hi, offset, min_offset, floor,
 
 
 @njit(cache=True)
-def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, rank,
-            capacity, alignment, offset, min_offset, floor, total, cuts, scratch, mark, level, frame, piece,
-            offset_trail, section_trail, ctl, budget):
+def _search(
+    size,
+    section_lo,
+    section_hi,
+    neighbour_ptr,
+    neighbour_idx,
+    member_ptr,
+    member_idx,
+    by_start,
+    start_ptr,
+    rank,
+    capacity,
+    alignment,
+    offset,
+    min_offset,
+    floor,
+    total,
+    cuts,
+    scratch,
+    mark,
+    level,
+    frame,
+    piece,
+    offset_trail,
+    section_trail,
+    ctl,
+    budget,
+):
     count = size.shape[0]
     num_sections = floor.shape[0]
     half = total.shape[0] // 2  # total[half + s]: bytes of unplaced buffers alive in section s
@@ -427,8 +470,11 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
             if offset[buffer] < 0:
                 candidate_offset = min_offset[buffer]
                 candidate_rank = rank[buffer]
-                if (candidate_offset > key_offset or (candidate_offset == key_offset and candidate_rank > key_rank)) and (
-                    candidate_offset < chosen_offset or (candidate_offset == chosen_offset and candidate_rank < chosen_rank)
+                if (
+                    candidate_offset > key_offset or (candidate_offset == key_offset and candidate_rank > key_rank)
+                ) and (
+                    candidate_offset < chosen_offset
+                    or (candidate_offset == chosen_offset and candidate_rank < chosen_rank)
                 ):
                     chosen = buffer
                     chosen_offset = candidate_offset
@@ -440,18 +486,44 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
                     base = frame[_BASE, frames - 1]
                     while depth > base:
                         depth -= 1
-                        offset_top, section_top = _undo(level, depth, size, section_lo, section_hi, offset,
-                                                        min_offset, floor, total, cuts, offset_trail, offset_top,
-                                                        section_trail, section_top)
+                        offset_top, section_top = _undo(
+                            level,
+                            depth,
+                            size,
+                            section_lo,
+                            section_hi,
+                            offset,
+                            min_offset,
+                            floor,
+                            total,
+                            cuts,
+                            offset_trail,
+                            offset_top,
+                            section_trail,
+                            section_top,
+                        )
                     frames -= 1
                     continue
                 if depth == 0:
                     status = EXHAUSTED
                     break
                 depth -= 1
-                offset_top, section_top = _undo(level, depth, size, section_lo, section_hi, offset, min_offset,
-                                                floor, total, cuts, offset_trail, offset_top, section_trail,
-                                                section_top)
+                offset_top, section_top = _undo(
+                    level,
+                    depth,
+                    size,
+                    section_lo,
+                    section_hi,
+                    offset,
+                    min_offset,
+                    floor,
+                    total,
+                    cuts,
+                    offset_trail,
+                    offset_top,
+                    section_trail,
+                    section_top,
+                )
                 break
             continue
         if section_top + (section_hi[chosen] - section_lo[chosen]) + num_sections > section_trail.shape[1]:
@@ -527,8 +599,22 @@ def _search(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_p
             depth += 1
             phase = _ENTER
         else:
-            offset_top, section_top = _undo(level, depth, size, section_lo, section_hi, offset, min_offset, floor,
-                                            total, cuts, offset_trail, offset_top, section_trail, section_top)
+            offset_top, section_top = _undo(
+                level,
+                depth,
+                size,
+                section_lo,
+                section_hi,
+                offset,
+                min_offset,
+                floor,
+                total,
+                cuts,
+                offset_trail,
+                offset_top,
+                section_trail,
+                section_top,
+            )
 
     ctl[_DEPTH] = depth
     ctl[_PHASE] = phase

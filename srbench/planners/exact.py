@@ -80,7 +80,13 @@ class _Attempt:
 
 class _Minimizer:
     def __init__(
-        self, parts: list[Partition], incumbents: list[_Incumbent], bound: int, alignment: int, started: float, deadline: float
+        self,
+        parts: list[Partition],
+        incumbents: list[_Incumbent],
+        bound: int,
+        alignment: int,
+        started: float,
+        deadline: float,
     ):
         self.parts = parts
         self.incumbents = incumbents
@@ -136,7 +142,9 @@ class _Minimizer:
             if self.incumbents[index].total <= attempt.capacity:
                 continue
             if index not in attempt.states:
-                attempt.states[index] = [SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS]
+                attempt.states[index] = [
+                    SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS
+                ]
             for state in attempt.states[index]:
                 status = self.run(state, budget)
                 if status == EXHAUSTED:

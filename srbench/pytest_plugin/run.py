@@ -24,7 +24,13 @@ def _latency(benchmark: Any) -> dict[str, float] | None:
     if metadata is None:
         return None
     stats = metadata.stats
-    return {"median": stats.median, "mean": stats.mean, "stddev": stats.stddev, "min": stats.min, "rounds": stats.rounds}
+    return {
+        "median": stats.median,
+        "mean": stats.mean,
+        "stddev": stats.stddev,
+        "min": stats.min,
+        "rounds": stats.rounds,
+    }
 
 
 def run_case(spec: CaseSpec, benchmark: Any | None, user_properties: list[tuple[str, Any]]) -> None:
@@ -48,7 +54,12 @@ def run_case(spec: CaseSpec, benchmark: Any | None, user_properties: list[tuple[
             memory = prepared.measure_memory().to_json()
             profile = prepared.op_profile()
             benchmark.extra_info.update(
-                {"srbench_case": spec.id, **memory, "op_profile_ms": profile, "prepare_seconds": prepared.prepare_seconds}
+                {
+                    "srbench_case": spec.id,
+                    **memory,
+                    "op_profile_ms": profile,
+                    "prepare_seconds": prepared.prepare_seconds,
+                }
             )
             result.update(latency=_latency(benchmark), memory=memory, op_profile_ms=profile)
     user_properties.append((RESULT_PROPERTY, result))

@@ -7,5 +7,5 @@ from __future__ import annotations
 from srbench.pytest_plugin.run import run_case
 
 
-def case(spec, benchmark, request):  # noqa: ANN001 - pytest passes the parameter and fixtures by name
+def case(spec, benchmark, request):
     run_case(spec, benchmark if request.config.getoption("srbench_benchmark") else None, request.node.user_properties)

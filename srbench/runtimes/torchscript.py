@@ -40,7 +40,9 @@ def frozen_torchscript(model: torch.nn.Module, example_inputs: tuple) -> tuple[t
         try:
             return torch.jit.freeze(scripted.eval()), how
         except Exception as freeze_error:
-            raise UnsupportedRuntime(f"torch.jit.freeze failed on the {how}d module: {_first_line(freeze_error)}") from freeze_error
+            raise UnsupportedRuntime(
+                f"torch.jit.freeze failed on the {how}d module: {_first_line(freeze_error)}"
+            ) from freeze_error
 
 
 class TorchScriptRuntime:

@@ -49,8 +49,9 @@ class Call:
     parses_schema: bool = False  # a raw overload: arguments matched to the schema at every call
 
 
-def overload_call(op: torch._ops.OpOverload, args: tuple, kwargs: Mapping[str, Any] | None = None,
-                  out: tuple[str, ...] | None = None) -> Call:
+def overload_call(
+    op: torch._ops.OpOverload, args: tuple, kwargs: Mapping[str, Any] | None = None, out: tuple[str, ...] | None = None
+) -> Call:
     """Call ``op`` through its raw overload (no C binding): always available, several
     microseconds slower per call than a binding."""
     return Call(str(op), op._op, args, dict(kwargs or {}), out=out, parses_schema=True)

@@ -31,7 +31,11 @@ def written_storages(graph: torch.fx.Graph, analysis: LifetimeAnalysis) -> set[s
             continue
         for index, argument in enumerate(target._schema.arguments):
             if argument.alias_info is not None and argument.alias_info.is_write:
-                value = node.args[index] if index < len(node.args) and not argument.kwarg_only else node.kwargs.get(argument.name)
+                value = (
+                    node.args[index]
+                    if index < len(node.args) and not argument.kwarg_only
+                    else node.kwargs.get(argument.name)
+                )
                 if isinstance(value, torch.fx.Node) and value.name in analysis.storage_of:
                     written.add(analysis.storage_of[value.name])
     return written
@@ -41,7 +45,9 @@ def _geometry(value: Any) -> tuple:
     return (tuple(value.shape), value.stride(), value.storage_offset()) if isinstance(value, torch.Tensor) else ()
 
 
-def _metadata_mutated(graph: torch.fx.Graph, resolutions: Mapping[str, Resolution], analysis: LifetimeAnalysis) -> set[str]:
+def _metadata_mutated(
+    graph: torch.fx.Graph, resolutions: Mapping[str, Resolution], analysis: LifetimeAnalysis
+) -> set[str]:
     """Storages an in-place op changes the shape or strides of (``t_``, ``unsqueeze_``): their
     tensor objects cannot be made once and reused, so they are never managed nor static."""
     mutated = set()
@@ -59,7 +65,11 @@ def _inplace_target(node: torch.fx.Node) -> str | None:
     schema = node.target._schema
     for index, argument in enumerate(schema.arguments):
         if argument.alias_info is not None and argument.alias_info.is_write:
-            value = node.args[index] if index < len(node.args) and not argument.kwarg_only else node.kwargs.get(argument.name)
+            value = (
+                node.args[index]
+                if index < len(node.args) and not argument.kwarg_only
+                else node.kwargs.get(argument.name)
+            )
             if isinstance(value, torch.fx.Node):
                 return value.name
     return None
@@ -90,8 +100,15 @@ class Chooser:
     runtime instead of at every run, unless it is a graph output.
     """
 
-    def __init__(self, graph: torch.fx.Graph, resolutions: Mapping[str, Resolution], analysis: LifetimeAnalysis,
-                 options: StaticOptions, constant_nodes: set[str], device: torch.device):
+    def __init__(
+        self,
+        graph: torch.fx.Graph,
+        resolutions: Mapping[str, Resolution],
+        analysis: LifetimeAnalysis,
+        options: StaticOptions,
+        constant_nodes: set[str],
+        device: torch.device,
+    ):
         self.graph = graph
         self.resolutions = resolutions
         self.analysis = analysis

@@ -285,7 +285,9 @@ class CodeWriter:
             TimedNode(name, self.plans[name].kind, self.plans[name].how) for name, _ in body if name is not None
         )
         for i, (shape, stride, dtype, device) in enumerate(self.guards):
-            self.shared.update({f"_g{i}_shape": shape, f"_g{i}_stride": stride, f"_g{i}_dtype": dtype, f"_g{i}_device": device})
+            self.shared.update(
+                {f"_g{i}_shape": shape, f"_g{i}_stride": stride, f"_g{i}_dtype": dtype, f"_g{i}_device": device}
+            )
         self.shared.setdefault("_is_grad_enabled", torch.is_grad_enabled)
         self.shared.setdefault("_set_grad_enabled", torch._C._set_grad_enabled)
         source = "\n".join(
@@ -305,7 +307,9 @@ class CodeWriter:
             timed=timed,
         )
 
-    def _with_deletes(self, body: list[tuple[str | None, list[str]]], keep: set[str]) -> list[tuple[str | None, list[str]]]:
+    def _with_deletes(
+        self, body: list[tuple[str | None, list[str]]], keep: set[str]
+    ) -> list[tuple[str | None, list[str]]]:
         """Append ``del`` of each unmanaged local after the last line that reads it."""
         last: dict[str, int] = {}
         for index, (_, lines) in enumerate(body):

@@ -52,7 +52,11 @@ class StaticModule:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"StaticModule needs a torch.nn.Module, got {type(model).__name__}")
         if not isinstance(example_inputs, tuple) or not all(isinstance(x, torch.Tensor) for x in example_inputs):
-            given = ", ".join(_describe(x) for x in example_inputs) if isinstance(example_inputs, tuple) else type(example_inputs).__name__
+            given = (
+                ", ".join(_describe(x) for x in example_inputs)
+                if isinstance(example_inputs, tuple)
+                else type(example_inputs).__name__
+            )
             raise TypeError(f"example_inputs must be a tuple of tensors, got ({given})")
         if not isinstance(options, StaticOptions):
             raise TypeError(f"options must be StaticOptions, got {type(options).__name__}")
@@ -72,7 +76,7 @@ class StaticModule:
     def _prepare(self, inputs: tuple) -> PreparedGraph:
         prepared = prepare_graph(self.model, inputs, self.options, name=self.name, out_variants=self.out_variants)
         namespace: dict[str, Any] = {}
-        exec(compile(prepared.program.source, f"<srbench static {self.name}>", "exec"), namespace)  # noqa: S102
+        exec(compile(prepared.program.source, f"<srbench static {self.name}>", "exec"), namespace)
         self._code[prepared.key] = {name: fn.__code__ for name, fn in namespace.items() if callable(fn)}
         self._prepared[prepared.key] = prepared
         return prepared

@@ -29,7 +29,6 @@ from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.resolve import resolve
 
 
-
 @dataclass(frozen=True)
 class InputSpec:
     """One tensor input as prepared: the guard the generated code checks on every run."""
@@ -120,7 +119,9 @@ class PreparedGraph:
         return sum(1 for plan in self.plans if plan.how == how)
 
 
-def _placeholder_values(captured: CapturedGraph, model: torch.nn.Module, inputs: tuple) -> tuple[dict[str, Any], list[str], set[str]]:
+def _placeholder_values(
+    captured: CapturedGraph, model: torch.nn.Module, inputs: tuple
+) -> tuple[dict[str, Any], list[str], set[str]]:
     """Real values of every placeholder (the model's live parameters and buffers, so in-place
     updates reach them as in eager mode), the user-input placeholders in order, and the names of
     the constant ones."""
@@ -163,11 +164,15 @@ def _mutation_outputs(captured: CapturedGraph) -> dict[int, str]:
         elif spec.kind == OutputKind.USER_INPUT_MUTATION:
             mutations[index] = spec.target
         elif spec.kind != OutputKind.USER_OUTPUT:
-            raise UnsupportedOpError(f"graph output of kind {spec.kind.name}", spec.arg.name, "the static runtime cannot return it")
+            raise UnsupportedOpError(
+                f"graph output of kind {spec.kind.name}", spec.arg.name, "the static runtime cannot return it"
+            )
     return mutations
 
 
-def _managed_tensors(plans: Sequence[NodePlan], records: Sequence[TensorUsageRecord], result: PlanResult | None) -> tuple[ManagedTensor, ...]:
+def _managed_tensors(
+    plans: Sequence[NodePlan], records: Sequence[TensorUsageRecord], result: PlanResult | None
+) -> tuple[ManagedTensor, ...]:
     if result is None:
         return ()
     wanted = {record.id for record in records}
@@ -179,8 +184,16 @@ def _managed_tensors(plans: Sequence[NodePlan], records: Sequence[TensorUsageRec
         values = list(meta) if isinstance(meta, (list, tuple)) else [meta]
         for storage, value in zip(plan.result_storages, values):
             if storage in wanted:
-                tensors.append(ManagedTensor(storage, result.plan.offsets[storage], tuple(value.shape), value.stride(),
-                                             value.storage_offset(), value.dtype))
+                tensors.append(
+                    ManagedTensor(
+                        storage,
+                        result.plan.offsets[storage],
+                        tuple(value.shape),
+                        value.stride(),
+                        value.storage_offset(),
+                        value.dtype,
+                    )
+                )
     return tuple(tensors)
 
 

@@ -95,7 +95,10 @@ class OpProfile:
         lines.append(
             aligned_table(
                 ("node kind", "mean ms", "median ms", "%", "count"),
-                [(k.kind, f"{k.mean_ms:.4f}", f"{k.median_ms:.4f}", f"{k.percent:.1f}", str(k.count)) for k in self.kinds],
+                [
+                    (k.kind, f"{k.mean_ms:.4f}", f"{k.median_ms:.4f}", f"{k.percent:.1f}", str(k.count))
+                    for k in self.kinds
+                ],
                 right_aligned=range(1, 5),
             )
         )
@@ -104,7 +107,10 @@ class OpProfile:
         lines.append(
             aligned_table(
                 ("node", "kind", "how", "mean ms", "median ms", "%"),
-                [(n.node, n.kind, n.how, f"{n.mean_ms:.4f}", f"{n.median_ms:.4f}", f"{n.percent:.1f}") for n in slowest],
+                [
+                    (n.node, n.kind, n.how, f"{n.mean_ms:.4f}", f"{n.median_ms:.4f}", f"{n.percent:.1f}")
+                    for n in slowest
+                ],
                 right_aligned=range(3, 6),
             )
         )

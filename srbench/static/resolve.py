@@ -49,9 +49,7 @@ from srbench.static.calls import (
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 
-Category = Literal[
-    "view", "copying_view", "inplace", "mutating", "functional", "aliasing", "getitem", "opaque", "skip"
-]
+Category = Literal["view", "copying_view", "inplace", "mutating", "functional", "aliasing", "getitem", "opaque", "skip"]
 
 # Ops that only assert metadata the runtime already guarantees by keying programs on input
 # shapes, strides, dtypes and devices.
@@ -200,10 +198,17 @@ class Resolver:
         for index, node in enumerate(nodes):
             if node.op == "call_function":
                 resolution = self._resolve(node)
-                if self._reads_only_constants(node) and resolution.category in ("view", "getitem", "copying_view", "functional"):
+                if self._reads_only_constants(node) and resolution.category in (
+                    "view",
+                    "getitem",
+                    "copying_view",
+                    "functional",
+                ):
                     self.constant_values.add(node.name)
                     if resolution.category in ("copying_view", "functional") and not self._nondeterministic(node):
-                        resolution = replace(resolution, constant=self.env.get(node.name), foldable=node.name in self.env)
+                        resolution = replace(
+                            resolution, constant=self.env.get(node.name), foldable=node.name in self.env
+                        )
                 self.resolutions[node.name] = resolution
                 if not node.users:
                     self.env.pop(node.name, None)
@@ -218,7 +223,9 @@ class Resolver:
 
     @staticmethod
     def _nondeterministic(node: torch.fx.Node) -> bool:
-        return not isinstance(node.target, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded in node.target.tags
+        return (
+            not isinstance(node.target, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded in node.target.tags
+        )
 
     # -- one node ---------------------------------------------------------------------------
 
@@ -294,7 +301,11 @@ class Resolver:
         for index, argument in enumerate(schema.arguments):
             if argument.alias_info is None or not argument.alias_info.is_write:
                 continue
-            value = node.args[index] if index < len(node.args) and not argument.kwarg_only else node.kwargs.get(argument.name)
+            value = (
+                node.args[index]
+                if index < len(node.args) and not argument.kwarg_only
+                else node.kwargs.get(argument.name)
+            )
             if isinstance(value, torch.fx.Node) and isinstance(self.env.get(value.name), torch.Tensor):
                 written.append(value.name)
         attempts = []
@@ -310,7 +321,9 @@ class Resolver:
         for call, trial, (ran, result) in attempts:
             if ran and _same_values(result, reference) and all(_same_values(trial[n], self.env[n]) for n in written):
                 return Resolution(node.name, kind, category, native=call)
-        return Resolution(node.name, kind, category, native=Call(str(node.target), node.target, node.args, dict(node.kwargs)))
+        return Resolution(
+            node.name, kind, category, native=Call(str(node.target), node.target, node.args, dict(node.kwargs))
+        )
 
     def _functional(self, node: torch.fx.Node, kind: str) -> Resolution:
         ok, reference = self._reference(node)
@@ -320,7 +333,9 @@ class Resolver:
             if aliased is not None:  # a "functional" op that returned an input as is
                 self.env[node.name] = reference
                 base = next(
-                    arg for arg in node.all_input_nodes if isinstance(self.env.get(arg.name), torch.Tensor)
+                    arg
+                    for arg in node.all_input_nodes
+                    if isinstance(self.env.get(arg.name), torch.Tensor)
                     and self.env[arg.name].untyped_storage().data_ptr() == aliased.untyped_storage().data_ptr()
                 )
                 working = self._working_fallbacks(node, reference)
@@ -329,7 +344,11 @@ class Resolver:
         outs = self._working_out_variants(node, reference if ok else None)
         fallbacks = self._working_fallbacks(node, reference) if ok else []
         if not outs and not fallbacks:
-            reason = f"it failed on the example inputs ({type(reference).__name__}: {reference})" if not ok else "no candidate matched"
+            reason = (
+                f"it failed on the example inputs ({type(reference).__name__}: {reference})"
+                if not ok
+                else "no candidate matched"
+            )
             raise UnsupportedOpError(kind, node.name, f"no out variant found, and {reason}")
         registered = [call for call, _ in outs if call.label.startswith(_REGISTERED)]
         if registered:  # the user's choice is taken as is, not raced against the others
@@ -339,8 +358,13 @@ class Resolver:
         fallback, fallback_seconds = self._fastest([(call, ()) for call in fallbacks])
         self.env[node.name] = reference if ok else _results(node, outs[0][1])
         return Resolution(
-            node.name, kind, "functional", out=out_call, fallback=fallback,
-            out_seconds=out_seconds, fallback_seconds=fallback_seconds,
+            node.name,
+            kind,
+            "functional",
+            out=out_call,
+            fallback=fallback,
+            out_seconds=out_seconds,
+            fallback_seconds=fallback_seconds,
         )
 
     def _fastest(self, candidates: list[tuple[Call, tuple[torch.Tensor, ...]]]) -> tuple[Call | None, float | None]:
@@ -383,8 +407,11 @@ class Resolver:
         overload = _matching_out_overload(op)
         if overload is not None:
             out_op, names = overload
-            kwargs = {k: v for k, v in node.kwargs.items() if k not in _TENSOR_OPTIONS or any(
-                a.name == k for a in out_op._schema.arguments)}
+            kwargs = {
+                k: v
+                for k, v in node.kwargs.items()
+                if k not in _TENSOR_OPTIONS or any(a.name == k for a in out_op._schema.arguments)
+            }
             calls.append(overload_call(out_op, node.args, kwargs, out=names))
         return calls
 
@@ -413,7 +440,7 @@ class Resolver:
             return [Call("Tensor.__getitem__", torch._C.TensorBase.__getitem__, (source, key))]
         if name != "aten.linear.default":
             return []
-        x, weight, bias = (list(node.args) + [None])[:3]
+        x, weight, bias = ([*list(node.args), None])[:3]
         if not isinstance(weight, torch.fx.Node) or weight.name not in self.constant_nodes:
             return []
         x_value = self.env.get(x.name) if isinstance(x, torch.fx.Node) else None
@@ -430,13 +457,15 @@ class Resolver:
     @staticmethod
     def _embedding_bag_forward_only(node: torch.fx.Node, out: bool) -> Call:
         schema = torch.ops.aten.embedding_bag.padding_idx._schema
-        args = list(node.args) + [a.default_value for a in schema.arguments[len(node.args):]]
+        args = list(node.args) + [a.default_value for a in schema.arguments[len(node.args) :]]
         if args[8] is None:
             args[8] = -1  # _embedding_bag_forward_only spells "no padding index" -1
         target = torch.ops.aten._embedding_bag_forward_only
         if out:
             return overload_call(target.out, tuple(args), out=("out0", "out1", "out2", "out3"))
-        return Call("torch._embedding_bag_forward_only", torch._C._VariableFunctions._embedding_bag_forward_only, tuple(args))
+        return Call(
+            "torch._embedding_bag_forward_only", torch._C._VariableFunctions._embedding_bag_forward_only, tuple(args)
+        )
 
     def _working_out_variants(self, node: torch.fx.Node, reference: Any) -> list[tuple[Call, tuple[torch.Tensor, ...]]]:
         """Out-variant candidates that write the reference result into the buffers they are
@@ -453,7 +482,7 @@ class Resolver:
         for call in self._out_candidates(node):
             buffers = tuple(torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device) for r in results)
             geometry = [(b.data_ptr(), b.shape, b.stride()) for b in buffers]
-            ok, _ = _try(lambda call=call: invoke(call, self.env, buffers))
+            ok, _ = _try(lambda call=call, buffers=buffers: invoke(call, self.env, buffers))
             if not ok or geometry != [(b.data_ptr(), b.shape, b.stride()) for b in buffers]:
                 continue
             if reference is None or _same_values(_results(node, buffers), reference, exact_only):

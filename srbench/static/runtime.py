@@ -44,7 +44,9 @@ def _grow(storage: torch.UntypedStorage, nbytes: int) -> None:
         storage.resize_(nbytes)
 
 
-def _views(tensors: Sequence[ManagedTensor], storage: torch.UntypedStorage, device: torch.device) -> dict[str, torch.Tensor]:
+def _views(
+    tensors: Sequence[ManagedTensor], storage: torch.UntypedStorage, device: torch.device
+) -> dict[str, torch.Tensor]:
     return {tensor.storage: tensor.view_of(storage, device) for tensor in tensors}
 
 

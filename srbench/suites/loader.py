@@ -70,7 +70,8 @@ def select_models(selection: dict[str, Any], zoo: Zoo, check: _Checker) -> tuple
         chosen += [
             entry
             for entry in entries.values()
-            if (providers is None or entry.case.provider in providers) and (families is None or entry.case.family in families)
+            if (providers is None or entry.case.provider in providers)
+            and (families is None or entry.case.family in families)
         ]
     asked = set(zoo.unavailable) if selection.get("all") else set(providers or [])
     listed = {entry.case.provider for entry in entries.values()}
@@ -78,7 +79,11 @@ def select_models(selection: dict[str, Any], zoo: Zoo, check: _Checker) -> tuple
     excluded = set(selection.get("exclude", []))
     unique = {entry.case.name: entry for entry in chosen if entry.case.name not in excluded}
     if not unique and not silent:
-        raise SuiteError(check.path, key_path(where), "selects no model; expected 'names', 'providers', 'families' or 'all: true' that match the zoo")
+        raise SuiteError(
+            check.path,
+            key_path(where),
+            "selects no model; expected 'names', 'providers', 'families' or 'all: true' that match the zoo",
+        )
     return list(unique.values()), silent
 
 
@@ -111,7 +116,9 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
         try:
             runtimes[name] = RuntimeTraits.of(get_runtime(name))
         except (ImportError, UnknownPluginError) as error:
-            raise SuiteError(path, key_path(["axes", "runtimes", index]), f"runtime {name!r} cannot be loaded: {error}") from error
+            raise SuiteError(
+                path, key_path(["axes", "runtimes", index]), f"runtime {name!r} cannot be loaded: {error}"
+            ) from error
 
     axes = default_axes()
     axes.update({axis: values for axis, values in axes_doc.items() if axis in axes})
@@ -135,4 +142,6 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
             "the sweep is empty: every combination is excluded (by the rules or by the runtimes' devices); "
             "expected at least one case",
         )
-    return Suite(name=path.stem, path=path, cases=cases, description=document.get("description", ""), unavailable=unavailable)
+    return Suite(
+        name=path.stem, path=path, cases=cases, description=document.get("description", ""), unavailable=unavailable
+    )

@@ -64,7 +64,12 @@ SUITE_SCHEMA: dict[str, Any] = {
                 },
                 "runtimes": _NAME_LIST,
                 "planners": _NAME_LIST,
-                "threads": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "uniqueItems": True},
+                "threads": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 1},
+                    "minItems": 1,
+                    "uniqueItems": True,
+                },
                 "cleanup_activations": _BOOL_AXIS,
                 "enable_out_variant": _BOOL_AXIS,
                 "manage_output_tensors": _BOOL_AXIS,
@@ -82,7 +87,12 @@ SUITE_SCHEMA: dict[str, Any] = {
         "slow": {"type": "boolean"},
         "exclude": {
             "type": "array",
-            "items": {"type": "object", "additionalProperties": False, "minProperties": 1, "properties": _RULE_PROPERTIES},
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "minProperties": 1,
+                "properties": _RULE_PROPERTIES,
+            },
         },
         "tolerance_rules": {
             "type": "array",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from functools import partial
 
@@ -18,7 +19,7 @@ def mlp_stack(widths: Sequence[int], *, final_activation: bool = False) -> nn.Se
     if len(widths) < 2:
         raise ValueError(f"an MLP needs an input and an output width, got {list(widths)}")
     layers: list[nn.Module] = []
-    for index, (width_in, width_out) in enumerate(zip(widths, widths[1:])):
+    for index, (width_in, width_out) in enumerate(itertools.pairwise(widths)):
         layers.append(nn.Linear(width_in, width_out))
         if final_activation or index < len(widths) - 2:
             layers.append(nn.ReLU())
@@ -38,10 +39,11 @@ class ConvBNAct(nn.Sequential):
         activation: type[nn.Module] | None = nn.ReLU,
     ):
         layers: list[nn.Module] = [
-            nn.Conv2d(in_channels, out_channels, kernel_size, stride, (kernel_size - 1) // 2, groups=groups, bias=False),
+            nn.Conv2d(
+                in_channels, out_channels, kernel_size, stride, (kernel_size - 1) // 2, groups=groups, bias=False
+            ),
             nn.BatchNorm2d(out_channels),
         ]
         if activation is not None:
             layers.append(activation())
         super().__init__(*layers)
-

@@ -74,7 +74,9 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(nn.Module):
-    def __init__(self, block: type[BasicBlock | Bottleneck], depths: tuple[int, int, int, int], num_classes: int = 1000):
+    def __init__(
+        self, block: type[BasicBlock | Bottleneck], depths: tuple[int, int, int, int], num_classes: int = 1000
+    ):
         super().__init__()
         self.conv1 = _conv(3, 64, 7, 2)
         self.bn1 = nn.BatchNorm2d(64)
