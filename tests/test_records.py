@@ -91,11 +91,24 @@ def test_overflowing_total_is_rejected():
         validate_plan([huge, more], plan_of(offsets, offsets["more"] + 128))
 
 
-def test_planning_records_that_cannot_fit_an_int64_slab_fails_validation():
-    # Two tensors of almost 2**63 bytes alive together: any plan needs more than the largest slab.
-    big = [TensorUsageRecord(f"t{i}", 0, 0, 2**62 + 64) for i in range(2)]
-    with pytest.raises(PlanError, match="is not a byte count"):
+def test_records_whose_total_overflows_int64_are_refused_before_planning_with_their_sizes():
+    # Two tensors of just over 2**62 bytes: together beyond the largest slab, whatever the plan.
+    big = [TensorUsageRecord(f"t{i}", 2 * i, 2 * i, 2**62 + 64) for i in range(2)]
+    expected = rf"2 records need {2**63 + 128} bytes in all .* the largest: 't0' \({2**62 + 64} bytes\), 't1'"
+    with pytest.raises(RecordError, match=expected):
+        check_records(big)
+    with pytest.raises(RecordError, match=expected):
         plan_memory(big, "greedy_by_size")
+
+
+def test_the_total_counts_sizes_rounded_up_to_the_alignment():
+    # 2**63 - 1 bytes in all fit unaligned; rounded up to 64 they do not.
+    records = [TensorUsageRecord("a", 0, 0, 2**62), TensorUsageRecord("b", 0, 0, 2**62 - 1)]
+    check_records(records)
+    with pytest.raises(RecordError, match=r"rounded up to 64"):
+        check_records(records, alignment=64)
+    with pytest.raises(RecordError, match=r"'a' \(4611686018427387904 bytes\)"):
+        plan_memory(records, "naive", alignment=64)
 
 
 @pytest.mark.parametrize(

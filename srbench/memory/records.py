@@ -67,8 +67,16 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_records(records: Iterable[TensorUsageRecord]) -> None:
-    """Reject records no planner should see, with the offending record in the message."""
+def check_records(records: Iterable[TensorUsageRecord], *, alignment: int = 1) -> None:
+    """Reject records no planner should see, with the offending record in the message.
+
+    Besides each record alone, the records together must fit an int64-addressed slab: their
+    sizes, rounded up to ``alignment``, may not sum past :data:`MAX_SLAB_BYTES`. Planners do
+    their arithmetic in int64 (numpy, numba), and no placement ever needs more than that sum, so
+    records that pass cannot overflow a planner; records that fail are refused before planning,
+    naming the largest sizes, instead of after it by the validator.
+    """
+    records = list(records)
     seen: set[str] = set()
     for record in records:
         for name in ("first", "last", "size"):
@@ -87,6 +95,18 @@ def check_records(records: Iterable[TensorUsageRecord]) -> None:
         if record.id in seen:
             raise RecordError(f"duplicate record id {record.id!r}")
         seen.add(record.id)
+    _check_total(records, alignment)
+
+
+def _check_total(records: Sequence[TensorUsageRecord], alignment: int) -> None:
+    total = sum(align_up(record.size, alignment) for record in records)
+    if total > MAX_SLAB_BYTES:
+        largest = sorted(records, key=lambda r: (-r.size, r.id))[:3]
+        named = ", ".join(f"{r.id!r} ({r.size} bytes)" for r in largest)
+        raise RecordError(
+            f"{len(records)} records need {total} bytes in all (sizes rounded up to {alignment}), beyond the "
+            f"largest slab ({MAX_SLAB_BYTES}); the largest: {named}"
+        )
 
 
 def lower_bound(records: Iterable[TensorUsageRecord]) -> int:

@@ -61,7 +61,7 @@ def plan_memory(
 ) -> PlanResult:
     """Plan ``records`` with the named planner; the plan is validated before it is returned."""
     records = list(records)
-    check_records(records)
+    check_records(records, alignment=alignment)
     plan_fn = get_planner(planner)
     start = time.perf_counter()
     plan = plan_fn(records, alignment=alignment, **options)
