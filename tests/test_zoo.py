@@ -104,7 +104,7 @@ def test_example_shape_must_be_zero_or_one():
 def test_select_filters_by_provider_and_family():
     zoo = load_zoo()
     vision = zoo.select(providers=["builtin"], families=["vision"])
-    assert {case.name for case in vision} == {"resnet18", "resnet50", "mobilenet_v2"}
+    assert {case.name for case in vision} == {"resnet18", "resnet50", "mobilenet_v2", "small_cnn"}
     assert zoo.select(providers=["nobody"]) == []
 
 

@@ -20,6 +20,8 @@ BUILTIN = {
     "dlrm",
     "deep_and_wide",
     "mlp",
+    "small_cnn",
+    "transformer_encoder",
 }
 
 
@@ -57,6 +59,24 @@ def test_bert_encoder_is_bidirectional():
     changed[:, -1] = (changed[:, -1] + 1) % 30522
     with torch.no_grad():
         assert not torch.allclose(model(ids)[:, 0], model(changed)[:, 0])
+
+
+def test_transformer_encoder_takes_the_fused_path_in_eager():
+    """The zoo case exists to show what a runtime does with eager's fused inference kernel: each of
+    its four layers must run as ``aten::_transformer_encoder_layer_fwd`` under inference mode."""
+    case = load_zoo().get("transformer_encoder")
+    model, inputs = case.model(), case.example_inputs(0)
+    with torch.inference_mode(), torch.profiler.profile() as profiler:
+        model(*inputs)
+    names = [event.name for event in profiler.events()]
+    assert names.count("aten::_transformer_encoder_layer_fwd") == 4
+
+
+def test_small_cnn_is_a_three_stage_resnet():
+    model = load_zoo().get("small_cnn").model()
+    assert model.layer4 is None
+    widths = [stage[-1].conv2.out_channels for stage in (model.layer1, model.layer2, model.layer3)]
+    assert widths == [32, 64, 128] and [len(stage) for stage in (model.layer1, model.layer2, model.layer3)] == [2, 2, 2]
 
 
 def test_dlrm_interaction_uses_every_pair_once():

@@ -56,3 +56,13 @@ def features(width: int, batch_size: int) -> MakeInputs:
         return (torch.randn(count, width, generator=generator(shape)),)
 
     return make
+
+
+def sequences(width: int, batch_size: int, lengths: tuple[int, int] = (128, 64)) -> MakeInputs:
+    """One ``[batch, length, width]`` float batch (embedded tokens); shape 1 has the second length."""
+
+    def make(shape: int, batch: int | None) -> tuple[torch.Tensor, ...]:
+        count = batch_for(shape, batch, batch_size, doubled=lengths[0] == lengths[1])
+        return (torch.randn(count, lengths[shape], width, generator=generator(shape)),)
+
+    return make

@@ -7,6 +7,10 @@ residual add and layer norm) and returns the last hidden states. The decoder is 
 causal attention (GPT-2: layer norm before each sub-layer, a final layer norm, and a language
 model head tied to the token embedding) and returns logits. Attention goes through
 ``scaled_dot_product_attention``, the form export graphs of current models carry.
+
+``transformer_encoder`` is PyTorch's own ``nn.TransformerEncoder``: in eval mode without autograd
+eager PyTorch runs each of its layers as one fused kernel (``aten._transformer_encoder_layer_fwd``,
+the "fast path" of ``nn.TransformerEncoderLayer``), which ``torch.export`` records decomposed.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from srbench_models.builtin.blocks import builtin_case
-from srbench_models.inputs import tokens
+from srbench_models.inputs import sequences, tokens
 
 
 class SelfAttention(nn.Module):
@@ -119,6 +123,13 @@ class Decoder(nn.Module):
         return self.head(self.norm(self.layers(self.embeddings(ids))))
 
 
+def transformer_encoder(width: int = 256, heads: int = 8, hidden: int = 1024, layers: int = 4) -> nn.Module:
+    """``nn.TransformerEncoder`` of post-norm ReLU layers, batch first: every condition of the
+    layers' fused inference path holds (eval mode and no autograd are the caller's part)."""
+    layer = nn.TransformerEncoderLayer(width, heads, hidden, batch_first=True)
+    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+
 BERT_VOCAB = 30522  # BERT's WordPiece vocabulary
 GPT_VOCAB = 8192
 
@@ -141,5 +152,15 @@ CASES = (
         atol=1e-4,
         description="GPT-style causal decoder, 4 layers, width 256, 4 heads, vocab 8192, tied head; "
         "128 tokens, shape 1 64",
+    ),
+    builtin_case(
+        name="transformer_encoder",
+        family="language",
+        build=transformer_encoder,
+        make_inputs=sequences(256, batch_size=1, lengths=(128, 64)),
+        rtol=1e-4,
+        atol=1e-4,
+        description="nn.TransformerEncoder, 4 layers, d 256, 8 heads, FF 1024, batch first; 128 embedded "
+        "tokens, shape 1 64; eager takes the layers' fused path",
     ),
 )
