@@ -13,7 +13,10 @@ What is not planned: graph inputs, parameters, buffers and constants (placeholde
 output must survive the run: they are reported apart in ``output_records`` (living to the last
 step) so a runtime never puts them where the next run writes. Ops that are not ATen operators
 (higher-order ops, Python callables) are treated conservatively: their outputs are not planned and
-may alias any of their tensor inputs, whose lives are extended accordingly.
+may alias any of their tensor inputs, whose lives are extended accordingly. Results whose size
+depends on data (``nonzero``, ``masked_select``, boolean-mask indexing, ``unique``: unbacked
+symbolic sizes in the capture) are not planned either: their op allocates them at every run, as
+PyTorch's Static Runtime does for ops without out variants, and views of them share that memory.
 
 Steps are positions in ``graph.nodes`` (placeholders included), so a record's ``first`` and
 ``last`` point straight at the producing and last-using node.
@@ -62,6 +65,13 @@ class LifetimeAnalysis:
         return self.records + self.output_records
 
 
+def has_static_geometry(value: torch.Tensor) -> bool:
+    """Whether ``value``'s sizes, strides and offset are plain integers. A result whose size
+    depends on data has unbacked symbolic sizes in the capture (``u0``): no memory can be set
+    aside for it ahead of the run."""
+    return all(isinstance(n, int) for n in (*value.shape, *value.stride(), value.storage_offset()))
+
+
 def storage_nbytes(value: torch.Tensor) -> int:
     """Bytes a freshly allocated tensor like ``value`` occupies: its strided extent (or the
     storage's reported size if larger), not ``numel * itemsize``."""
@@ -69,7 +79,9 @@ def storage_nbytes(value: torch.Tensor) -> int:
         extent = 0
     else:
         extent = (
-            value.storage_offset() + 1 + sum((size - 1) * stride for size, stride in zip(value.shape, value.stride()))
+            int(value.storage_offset())
+            + 1
+            + sum((int(size) - 1) * int(stride) for size, stride in zip(value.shape, value.stride()))
         )
     nbytes = int(extent) * value.element_size()
     with contextlib.suppress(RuntimeError, NotImplementedError, TypeError):  # no storage (sparse, nested)
@@ -155,10 +167,12 @@ class _Analysis:
         self.first[storage] = self.last[storage] = self.step[node]
         self.size[storage] = align_up(storage_nbytes(value), self.alignment)
 
-    def _own_unplanned(self, node: torch.fx.Node) -> None:
-        self.storage_of[node.name] = node.name
-        self.unplanned.add(node.name)
-        self.first[node.name] = self.last[node.name] = self.step[node]
+    def _own_unplanned(self, node: torch.fx.Node, storage: str | None = None) -> None:
+        """``node`` owns memory nobody plans: its own (``storage`` omitted), or one of its results."""
+        if storage is None:
+            storage = self.storage_of[node.name] = node.name
+        self.unplanned.add(storage)
+        self.first[storage] = self.last[storage] = self.step[node]
 
     def visit(self, node: torch.fx.Node) -> None:
         if node.op in ("placeholder", "get_attr"):
@@ -188,7 +202,7 @@ class _Analysis:
             return
         value = self._meta(node)
         multi = len(schema.returns) > 1 or isinstance(schema.returns[0].type, torch.ListType)
-        values = list(value) if multi else [value]
+        values = list(value) if multi and isinstance(value, (list, tuple)) else [value]
         storages: list[str | None] = []
         for index, result in enumerate(values):
             alias = _alias_argument(schema, min(index, len(schema.returns) - 1))
@@ -202,7 +216,10 @@ class _Analysis:
                 storages.append(None)
             elif isinstance(result, torch.Tensor):
                 storage = self._getitem_name(node, index) if multi else node.name
-                self._own(storage, node, result)
+                if has_static_geometry(result):
+                    self._own(storage, node, result)
+                else:
+                    self._own_unplanned(node, storage)
                 storages.append(storage)
             else:
                 storages.append(None)
@@ -221,7 +238,7 @@ class _Analysis:
 
     def _visit_getitem(self, node: torch.fx.Node) -> None:
         parent, index = node.args
-        if not isinstance(parent, torch.fx.Node):
+        if not isinstance(parent, torch.fx.Node) or not isinstance(index, int):
             return
         element = self.element_storage.get((parent.name, index))
         if element is not None:  # a result the parent allocated, or an element of a list of views

@@ -5,7 +5,7 @@ read-only); ``module.runtime()`` gives a per-thread :class:`StaticRuntime` whose
 returns what the model returns. :class:`RuntimePool` hands one runtime per thread.
 """
 
-from srbench.static.errors import InputSignatureError, UnsupportedOpError
+from srbench.static.errors import InputSignatureError, OutVariantWarning, UnsupportedOpError
 from srbench.static.module import StaticModule
 from srbench.static.options import StaticOptions
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry, register_out_variant
@@ -18,6 +18,7 @@ __all__ = [
     "InputSignatureError",
     "OpProfile",
     "OutVariantRegistry",
+    "OutVariantWarning",
     "RuntimePool",
     "StaticModule",
     "StaticOptions",

@@ -1,4 +1,5 @@
-"""Errors of the static runtime: bad inputs at run time, unrunnable ops at prepare time."""
+"""Errors of the static runtime: bad inputs at run time, unrunnable ops at prepare time; and the
+warning for a user's out variant that prepare found wrong."""
 
 from __future__ import annotations
 
@@ -17,3 +18,8 @@ class UnsupportedOpError(RuntimeError):
         super().__init__(f"op {op} (node {node!r}) can run neither with an out variant nor as fallback: {reason}")
         self.op = op
         self.node = node
+
+
+class OutVariantWarning(UserWarning):
+    """A registered out variant failed its prepare-time check (it raised, wrote elsewhere or gave
+    other values than the op); the message names it and the reason, and the op runs another way."""

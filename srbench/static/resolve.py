@@ -23,19 +23,30 @@ Checking candidates on real values catches bindings that pick another overload, 
 reallocate, and functional ops that secretly return their input (``dropout`` in eval mode returns
 it as is): those are reported in ``aliases`` so the lifetime analysis treats them as views.
 An op whose reference call fails and for which no out variant runs is reported at prepare time.
+
+Values are compared only where they are specified: the results of ``empty``-like ops are whatever
+the memory held, and random ops draw new values at every call, so comparing those with the
+reference would pass or fail by chance. For them a candidate must give a result of the same
+shape, dtype, device and strides (:class:`ResultCheck`). A registered out variant that fails its
+check is not used, and the user is told why (:class:`~srbench.static.errors.OutVariantWarning`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import operator
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Literal
 
 import torch
 import torch.fx
 
+from srbench.memory.lifetimes import has_static_geometry
 from srbench.static.calls import (
     Call,
     Const,
@@ -46,7 +57,7 @@ from srbench.static.calls import (
     op_kind,
     overload_call,
 )
-from srbench.static.errors import UnsupportedOpError
+from srbench.static.errors import OutVariantWarning, UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 
 Category = Literal["view", "copying_view", "inplace", "mutating", "functional", "aliasing", "getitem", "opaque", "skip"]
@@ -59,6 +70,30 @@ TIME_ONLY_BELOW = 1e-3
 _REGISTERED = "registered "
 # Arguments an ``.out`` overload may lack: the out tensor already carries them.
 _TENSOR_OPTIONS = {"dtype", "layout", "device", "pin_memory"}
+# ATen ops whose result is allocated and left as the memory was (no tag says so; ``empty``'s
+# documentation and the deterministic-algorithms mode, which fills exactly these, do).
+UNINITIALIZED = frozenset(
+    {
+        "aten::empty",
+        "aten::empty_like",
+        "aten::empty_strided",
+        "aten::empty_permuted",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+    }
+)
+
+
+class ResultCheck(enum.Enum):
+    """What a candidate must reproduce of the op's own result on the example inputs."""
+
+    VALUES = "values"  # the same values (``allclose`` for floating point, equal otherwise)
+    GEOMETRY = "geometry"  # values unspecified or random: the same shape, dtype, device and strides
+
+    @classmethod
+    def of(cls, op: torch._ops.OpOverload) -> ResultCheck:
+        unspecified = op._schema.name in UNINITIALIZED or torch.Tag.nondeterministic_seeded in op.tags
+        return cls.GEOMETRY if unspecified else cls.VALUES
 
 
 @dataclass(frozen=True)
@@ -91,22 +126,39 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _same_values(a: Any, b: Any, exact_only: bool = False) -> bool:
+def _disagreement(a: Any, b: Any, check: ResultCheck = ResultCheck.VALUES) -> str | None:
+    """How candidate result ``a`` differs from reference ``b`` under ``check``; ``None`` if it agrees."""
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
-            return False
-        if exact_only or a.numel() == 0:
-            return True
+        for what, got, want in (
+            ("shape", a.shape, b.shape),
+            ("dtype", a.dtype, b.dtype),
+            ("device", a.device, b.device),
+        ):
+            if got != want:
+                return f"its result has {what} {got}, the op's {want}"
+        if check is ResultCheck.GEOMETRY:
+            return None if a.stride() == b.stride() else f"its result has strides {a.stride()}, the op's {b.stride()}"
+        if a.numel() == 0:
+            return None
         if a.is_floating_point() or a.is_complex():
             rtol = 1e-3 if a.element_size() <= 2 else 1e-5
-            return bool(torch.allclose(a, b, rtol=rtol, atol=rtol * 1e-1, equal_nan=True))
-        return bool(torch.equal(a, b))
+            if torch.allclose(a, b, rtol=rtol, atol=rtol * 1e-1, equal_nan=True):
+                return None
+            largest = (a - b).abs().nan_to_num(nan=float("inf")).max().item()
+            return f"its values differ from the op's (largest absolute difference {largest:.3g})"
+        return None if torch.equal(a, b) else "its values differ from the op's"
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same_values(x, y, exact_only) for x, y in zip(a, b))
+        if len(a) != len(b):
+            return f"it gives {len(a)} results, the op {len(b)}"
+        return next((d for x, y in zip(a, b) if (d := _disagreement(x, y, check)) is not None), None)
     try:
-        return bool(a == b)
+        return None if bool(a == b) else f"it gives {a!r}, the op {b!r}"
     except (RuntimeError, TypeError):
-        return False
+        return f"it gives {type(a).__name__}, the op {type(b).__name__}"
+
+
+def _same_values(a: Any, b: Any, check: ResultCheck = ResultCheck.VALUES) -> bool:
+    return _disagreement(a, b, check) is None
 
 
 def _same_view(a: Any, b: Any) -> bool:
@@ -205,7 +257,7 @@ class Resolver:
                     "functional",
                 ):
                     self.constant_values.add(node.name)
-                    if resolution.category in ("copying_view", "functional") and not self._nondeterministic(node):
+                    if resolution.category in ("copying_view", "functional") and self._is_function_of_inputs(node):
                         resolution = replace(
                             resolution, constant=self.env.get(node.name), foldable=node.name in self.env
                         )
@@ -222,10 +274,11 @@ class Resolver:
         return all(arg.name in self.constant_values for arg in node.all_input_nodes)
 
     @staticmethod
-    def _nondeterministic(node: torch.fx.Node) -> bool:
-        return (
-            not isinstance(node.target, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded in node.target.tags
-        )
+    def _is_function_of_inputs(node: torch.fx.Node) -> bool:
+        """Whether ``node``'s values follow from its inputs, so computing it once is computing it
+        at every run (not so for random ops, ``empty``-like ops and callables srbench cannot see into)."""
+        target = node.target
+        return isinstance(target, torch._ops.OpOverload) and ResultCheck.of(target) is ResultCheck.VALUES
 
     # -- one node ---------------------------------------------------------------------------
 
@@ -242,25 +295,32 @@ class Resolver:
         schema = target._schema
         aliasing_returns = [r for r in schema.returns if r.alias_info is not None]
         if schema.is_mutable:
-            return self._mutating(node, kind, all_alias=len(aliasing_returns) == len(schema.returns) > 0)
+            return self._mutating(node, target, all_alias=len(aliasing_returns) == len(schema.returns) > 0)
         if aliasing_returns and len(aliasing_returns) == len(schema.returns):
-            return self._view(node, kind)
-        return self._functional(node, kind)
+            return self._view(node, target)
+        return self._functional(node, target)
 
-    def _reference(self, node: torch.fx.Node) -> tuple[bool, Any]:
-        return _try(lambda: node.target(*materialize(node.args, self.env), **materialize(dict(node.kwargs), self.env)))
+    def _reference(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> tuple[bool, Any]:
+        return _try(lambda: op(*materialize(node.args, self.env), **materialize(dict(node.kwargs), self.env)))
 
     def _opaque(self, node: torch.fx.Node) -> Resolution:
-        kind = op_kind(node.target)
-        call = Call(kind, node.target, node.args, dict(node.kwargs))
+        target = node.target
+        if not callable(target):
+            raise UnsupportedOpError(str(target), node.name, "its target is not callable")
+        kind = op_kind(target)
+        call = Call(kind, target, node.args, dict(node.kwargs))
         ok, result = _try(lambda: invoke(call, self.env))
         if not ok:
             raise UnsupportedOpError(kind, node.name, f"calling it failed: {result}")
         self.env[node.name] = result
         return Resolution(node.name, kind, "opaque", native=call)
 
-    def _native_candidates(self, node: torch.fx.Node) -> list[Call]:
-        op = node.target
+    @staticmethod
+    def _as_is(node: torch.fx.Node, op: torch._ops.OpOverload) -> Call:
+        """The op through its overload, as ``torch.export``'s graph module calls it."""
+        return Call(str(op), op, node.args, dict(node.kwargs))
+
+    def _native_candidates(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> list[Call]:
         calls = []
         for binding in (method_binding(op), function_binding(op)):
             if binding is not None:
@@ -268,11 +328,12 @@ class Resolver:
         calls.append(overload_call(op, node.args, node.kwargs))
         return calls
 
-    def _view(self, node: torch.fx.Node, kind: str) -> Resolution:
+    def _view(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> Resolution:
         """Ops whose schema says they return an alias. Most do; some (``contiguous``,
         ``reshape``, ``to``) copy when they must, which the example run shows for this signature:
         those run as they are at every run and are never made once."""
-        ok, reference = self._reference(node)
+        kind = op_kind(op)
+        ok, reference = self._reference(node, op)
         if not ok:
             raise UnsupportedOpError(kind, node.name, f"the view failed on the example inputs: {reference}")
         self.env[node.name] = reference
@@ -280,25 +341,25 @@ class Resolver:
         aliases = _shares_storage(reference, arguments) is not None
         same = _same_view if aliases else _same_values
         category: Category = "view" if aliases else "copying_view"
-        candidates = self._native_candidates(node)
-        if aliases and str(node.target) == "aten.reshape.default" and not node.kwargs:
+        candidates = self._native_candidates(node, op)
+        if aliases and str(op) == "aten.reshape.default" and not node.kwargs:
             # a reshape that views for this signature views at every run (strides are guarded)
             candidates.insert(0, Call("Tensor.view", torch._C.TensorBase.view, node.args))
-        working = []
+        working: list[tuple[Call, tuple[torch.Tensor, ...]]] = []
         for call in candidates:
-            ran, result = _try(lambda call=call: invoke(call, self.env))
+            ran, result = _try(partial(invoke, call, self.env))
             if ran and same(result, reference):
                 working.append((call, ()))
         fastest, _ = self._fastest(working)
-        native = fastest or Call(str(node.target), node.target, node.args, dict(node.kwargs))
-        return Resolution(node.name, kind, category, native=native)
+        return Resolution(node.name, kind, category, native=fastest or self._as_is(node, op))
 
-    def _mutating(self, node: torch.fx.Node, kind: str, all_alias: bool) -> Resolution:
+    def _mutating(self, node: torch.fx.Node, op: torch._ops.OpOverload, all_alias: bool) -> Resolution:
         """In-place ops (and other mutating ops) run as they are; candidates are tried on clones of
         the arguments they write, before the reference mutates the real values."""
-        schema = node.target._schema
+        kind = op_kind(op)
+        check = ResultCheck.of(op)
         written: list[str] = []
-        for index, argument in enumerate(schema.arguments):
+        for index, argument in enumerate(op._schema.arguments):
             if argument.alias_info is None or not argument.alias_info.is_write:
                 continue
             value = (
@@ -309,24 +370,27 @@ class Resolver:
             if isinstance(value, torch.fx.Node) and isinstance(self.env.get(value.name), torch.Tensor):
                 written.append(value.name)
         attempts = []
-        for call in self._native_candidates(node):
+        for call in self._native_candidates(node, op):
             trial = dict(self.env)
             trial.update({name: self.env[name].clone() for name in written})
-            attempts.append((call, trial, _try(lambda call=call, trial=trial: invoke(call, trial))))
-        ok, reference = self._reference(node)
+            attempts.append((call, trial, _try(partial(invoke, call, trial))))
+        ok, reference = self._reference(node, op)
         if not ok:
             raise UnsupportedOpError(kind, node.name, f"it failed on the example inputs: {reference}")
         self.env[node.name] = reference
         category: Category = "inplace" if all_alias else "mutating"
         for call, trial, (ran, result) in attempts:
-            if ran and _same_values(result, reference) and all(_same_values(trial[n], self.env[n]) for n in written):
+            if (
+                ran
+                and _same_values(result, reference, check)
+                and all(_same_values(trial[n], self.env[n], check) for n in written)
+            ):
                 return Resolution(node.name, kind, category, native=call)
-        return Resolution(
-            node.name, kind, category, native=Call(str(node.target), node.target, node.args, dict(node.kwargs))
-        )
+        return Resolution(node.name, kind, category, native=self._as_is(node, op))
 
-    def _functional(self, node: torch.fx.Node, kind: str) -> Resolution:
-        ok, reference = self._reference(node)
+    def _functional(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> Resolution:
+        kind = op_kind(op)
+        ok, reference = self._reference(node, op)
         arguments = _tensors(materialize(list(node.args) + list(node.kwargs.values()), self.env))
         if ok:
             aliased = _shares_storage(reference, arguments)
@@ -338,11 +402,11 @@ class Resolver:
                     if isinstance(self.env.get(arg.name), torch.Tensor)
                     and self.env[arg.name].untyped_storage().data_ptr() == aliased.untyped_storage().data_ptr()
                 )
-                working = self._working_fallbacks(node, reference)
-                call = working[0] if working else Call(str(node.target), node.target, node.args, dict(node.kwargs))
+                working = self._working_fallbacks(node, op, reference)
+                call = working[0] if working else self._as_is(node, op)
                 return Resolution(node.name, kind, "aliasing", native=call, aliases=base.name)
-        outs = self._working_out_variants(node, reference if ok else None)
-        fallbacks = self._working_fallbacks(node, reference) if ok else []
+        outs = self._working_out_variants(node, op, reference if ok else None)
+        fallbacks = self._working_fallbacks(node, op, reference) if ok else []
         if not outs and not fallbacks:
             reason = (
                 f"it failed on the example inputs ({type(reference).__name__}: {reference})"
@@ -351,6 +415,7 @@ class Resolver:
             )
             raise UnsupportedOpError(kind, node.name, f"no out variant found, and {reason}")
         registered = [call for call, _ in outs if call.label.startswith(_REGISTERED)]
+        out_call: Call | None
         if registered:  # the user's choice is taken as is, not raced against the others
             out_call, out_seconds = registered[0], None
         else:
@@ -367,40 +432,39 @@ class Resolver:
             fallback_seconds=fallback_seconds,
         )
 
-    def _fastest(self, candidates: list[tuple[Call, tuple[torch.Tensor, ...]]]) -> tuple[Call | None, float | None]:
+    def _fastest(self, candidates: Sequence[tuple[Call, tuple[torch.Tensor, ...]]]) -> tuple[Call | None, float | None]:
         """The quickest of the working candidates, timed on the example values (best of a few
         runs). Ops that take longer than :data:`TIME_ONLY_BELOW` are dominated by their kernel:
         the first candidate, in order of preference, is kept without comparing."""
         best: tuple[Call | None, float | None] = (None, None)
         for call, buffers in candidates:
-            seconds = _best_time(lambda call=call, buffers=buffers: invoke(call, self.env, buffers))
+            seconds = _best_time(partial(invoke, call, self.env, buffers))
             if best[1] is None or seconds < best[1]:
                 best = (call, seconds)
             if seconds > TIME_ONLY_BELOW:
                 break
         return best
 
-    def _working_fallbacks(self, node: torch.fx.Node, reference: Any) -> list[Call]:
-        exact_only = self._nondeterministic(node)
-        candidates = self._rewrites(node, out=False)
-        binding = function_binding(node.target)
+    def _working_fallbacks(self, node: torch.fx.Node, op: torch._ops.OpOverload, reference: Any) -> list[Call]:
+        check = ResultCheck.of(op)
+        candidates = self._rewrites(node, op, out=False)
+        binding = function_binding(op)
         if binding is not None:
             candidates.append(Call(binding[0], binding[1], node.args, dict(node.kwargs)))
-        candidates.append(overload_call(node.target, node.args, node.kwargs))
+        candidates.append(overload_call(op, node.args, node.kwargs))
         working = []
         for call in candidates:
-            ok, result = _try(lambda call=call: invoke(call, self.env))
-            if ok and _same_values(result, reference, exact_only):
+            ok, result = _try(partial(invoke, call, self.env))
+            if ok and _same_values(result, reference, check):
                 working.append(call)
         return working
 
-    def _out_candidates(self, node: torch.fx.Node) -> list[Call]:
-        op = node.target
+    def _out_candidates(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> list[Call]:
         calls = []
         registered = self.out_variants.get(op)
         if registered is not None:
             calls.append(Call(f"{_REGISTERED}{op_kind(op)}", registered, node.args, dict(node.kwargs), out="out"))
-        calls += self._rewrites(node, out=True)
+        calls += self._rewrites(node, op, out=True)
         binding = function_binding(op)
         if binding is not None:
             calls.append(Call(binding[0], binding[1], node.args, dict(node.kwargs), out="out"))
@@ -415,7 +479,7 @@ class Resolver:
             calls.append(overload_call(out_op, node.args, kwargs, out=names))
         return calls
 
-    def _rewrites(self, node: torch.fx.Node, *, out: bool) -> list[Call]:
+    def _rewrites(self, node: torch.fx.Node, op: torch._ops.OpOverload, *, out: bool) -> list[Call]:
         """Faster equivalent calls for common ops, checked like every other candidate.
 
         ``linear(x, W, b)`` on a 2-D ``x`` with a constant ``W`` is ``addmm(b, x, W.t())``, the
@@ -425,7 +489,7 @@ class Resolver:
         ``_embedding_bag_forward_only``, which has one; ``index`` (no binding) is indexing
         with ``[]``.
         """
-        name = str(node.target)
+        name = str(op)
         functions = torch._C._VariableFunctions
         if node.kwargs:
             return []
@@ -436,6 +500,7 @@ class Resolver:
             return [self._embedding_bag_forward_only(node, out)]
         if name == "aten.index.Tensor" and not out:
             source, indices = node.args
+            assert isinstance(indices, (list, tuple))  # the schema's Tensor?[]
             key = tuple(slice(None) if index is None else index for index in indices)
             return [Call("Tensor.__getitem__", torch._C.TensorBase.__getitem__, (source, key))]
         if name != "aten.linear.default":
@@ -467,26 +532,47 @@ class Resolver:
             "torch._embedding_bag_forward_only", torch._C._VariableFunctions._embedding_bag_forward_only, tuple(args)
         )
 
-    def _working_out_variants(self, node: torch.fx.Node, reference: Any) -> list[tuple[Call, tuple[torch.Tensor, ...]]]:
+    def _working_out_variants(
+        self, node: torch.fx.Node, op: torch._ops.OpOverload, reference: Any
+    ) -> list[tuple[Call, tuple[torch.Tensor, ...]]]:
         """Out-variant candidates that write the reference result into the buffers they are
-        given, with those buffers (same data pointer, shape and strides after the call)."""
+        given, with those buffers (same data pointer, shape and strides after the call).
+
+        Results whose size depends on values (``nonzero``, boolean-mask indexing) have no fixed
+        geometry to give: they get none. A registered out variant that fails is reported with
+        an :class:`OutVariantWarning` saying why, and the op runs another way."""
         meta = node.meta.get("val")
         results = list(meta) if isinstance(meta, (list, tuple)) else [meta]
-        if not results or not all(isinstance(r, torch.Tensor) for r in results):
+        tensors = [r for r in results if isinstance(r, torch.Tensor) and has_static_geometry(r)]
+        if not results or len(tensors) != len(results):
             return []
         if reference is not None and len(_tensors(reference)) != len(results):
             return []
-        exact_only = self._nondeterministic(node)
+        check = ResultCheck.of(op)
         device = self._device(node, reference)
         working = []
-        for call in self._out_candidates(node):
-            buffers = tuple(torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=device) for r in results)
+        for call in self._out_candidates(node, op):
+            buffers = tuple(_poisoned(r, device) for r in tensors)
             geometry = [(b.data_ptr(), b.shape, b.stride()) for b in buffers]
-            ok, _ = _try(lambda call=call, buffers=buffers: invoke(call, self.env, buffers))
-            if not ok or geometry != [(b.data_ptr(), b.shape, b.stride()) for b in buffers]:
-                continue
-            if reference is None or _same_values(_results(node, buffers), reference, exact_only):
+            ok, error = _try(partial(invoke, call, self.env, buffers))
+            if not ok:
+                problem: str | None = f"it raised {type(error).__name__}: {_first_line(error)}"
+            elif geometry != [(b.data_ptr(), b.shape, b.stride()) for b in buffers]:
+                problem = "it did not write into the out tensor it was given (it resized or replaced it)"
+            elif reference is not None:
+                problem = _disagreement(_results(node, buffers), reference, check)
+            else:
+                problem = None
+            if problem is None:
                 working.append((call, buffers))
+            elif call.label.startswith(_REGISTERED):
+                name = getattr(call.fn, "__qualname__", repr(call.fn))
+                warnings.warn(
+                    f"registered out variant {name} for {op_kind(op)} (node {node.name!r}) is not used: "
+                    f"{problem} on the example inputs",
+                    OutVariantWarning,
+                    stacklevel=2,
+                )
         return working
 
     def _device(self, node: torch.fx.Node, reference: Any) -> torch.device:
@@ -496,6 +582,24 @@ class Resolver:
         meta = node.meta.get("val")
         fake = _tensors(meta)
         return fake[0].device if fake else torch.device("cpu")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _poisoned(like: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """An out buffer of ``like``'s geometry filled with a value an op rarely produces (NaN, the
+    largest integer), so a candidate that leaves it unwritten fails the check whatever the
+    memory held."""
+    buffer = torch.empty_strided(like.shape, like.stride(), dtype=like.dtype, device=device)
+    if buffer.is_floating_point() or buffer.is_complex():
+        buffer.fill_(float("nan"))
+    elif buffer.dtype != torch.bool:
+        with contextlib.suppress(TypeError, RuntimeError):  # dtypes without integer limits stay as they are
+            buffer.fill_(torch.iinfo(buffer.dtype).max)
+    return buffer
 
 
 def resolve(

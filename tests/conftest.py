@@ -1,0 +1,102 @@
+"""Fixtures shared by the test modules.
+
+``static_options`` parametrizes a test over every combination of the static runtime's switches
+(out variants, cleanup, managed outputs, decompose); ``conformance`` runs PyTorch Static Runtime's
+test protocol on a model under given options and compares everything eager does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+from srbench.measure.equivalence import compare
+from srbench.runtimes import intra_op_threads
+from srbench.static import StaticModule, StaticOptions
+
+ALL_STATIC_OPTIONS = [
+    StaticOptions(
+        enable_out_variant=out, cleanup_activations=cleanup, manage_output_tensors=manage, decompose=decompose
+    )
+    for out, cleanup, manage, decompose in itertools.product((True, False), repeat=4)
+]
+
+
+def static_options_id(options: StaticOptions) -> str:
+    return "-".join(
+        (
+            "out" if options.enable_out_variant else "noout",
+            "cleanup" if options.cleanup_activations else "keep",
+            "managed" if options.manage_output_tensors else "fresh",
+            "core" if options.decompose else "export",
+        )
+    )
+
+
+@pytest.fixture(params=ALL_STATIC_OPTIONS, ids=static_options_id)
+def static_options(request: pytest.FixtureRequest) -> StaticOptions:
+    """Every combination of enable_out_variant, cleanup_activations, manage_output_tensors and decompose."""
+    return request.param
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    with intra_op_threads(1):  # the machine is shared; parallel kernels only add noise
+        yield
+
+
+def _clone(value: Any) -> Any:
+    return pytree.tree_map(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, value)
+
+
+def _exact(actual: Any, expected: Any, what: str) -> None:
+    for (path, got), (_, want) in zip(
+        pytree.tree_flatten_with_path(actual)[0], pytree.tree_flatten_with_path(expected)[0]
+    ):
+        if isinstance(want, torch.Tensor):
+            torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=f"{what} {pytree.keystr(path)}")
+
+
+Protocol = Callable[..., StaticModule]
+
+
+@pytest.fixture
+def conformance(one_thread: None) -> Protocol:
+    """``conformance(model, first, second, options, *, rtol, atol)``: PyTorch Static Runtime's
+    protocol. The runtime is prepared on ``first`` and run on ``first``, on ``second`` (another
+    shape) and on ``first`` again, each time on fresh copies of the inputs, beside eager on its own
+    copies: the outputs must agree, the inputs must end as eager leaves them (unchanged unless the
+    model itself writes them), and, unless outputs are managed, an output the caller still holds
+    must survive the next run. Returns the prepared module."""
+
+    def run(
+        model: torch.nn.Module,
+        first: tuple,
+        second: tuple,
+        options: StaticOptions,
+        *,
+        rtol: float = 1e-5,
+        atol: float = 1e-6,
+    ) -> StaticModule:
+        module = StaticModule(model, _clone(first), options)
+        runtime = module.runtime()
+        held: list[tuple[Any, Any]] = []
+        for index, inputs in enumerate((first, second, first), start=1):
+            eager_inputs, runtime_inputs = _clone(inputs), _clone(inputs)
+            with torch.no_grad():
+                expected = model(*eager_inputs)
+            got = runtime(*runtime_inputs)
+            compare(got, expected, rtol=rtol, atol=atol, run=f"run {index}")
+            _exact(runtime_inputs, eager_inputs, f"run {index}: input")
+            if not options.manage_output_tensors:
+                for output, saved in held:
+                    _exact(output, saved, f"run {index}: an output of an earlier run")
+                held.append((got, _clone(got)))
+        return module
+
+    return run

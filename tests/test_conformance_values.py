@@ -1,0 +1,176 @@
+"""Conformance of values that prepare cannot compare: unspecified results (``empty``-like ops),
+random ops, results whose size depends on data; and a registered out variant that fails its
+check is reported, not dropped silently."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from srbench.memory.lifetimes import analyze_lifetimes
+from srbench.static import OutVariantRegistry, OutVariantWarning, StaticModule, StaticOptions
+from srbench.static.resolve import ResultCheck
+
+aten = torch.ops.aten
+
+
+class Unspecified(torch.nn.Module):
+    """Every ``empty``-like op, each result overwritten before it is read, as eager code does."""
+
+    def forward(self, x):
+        a = torch.empty_like(x)
+        a.copy_(x * 2)
+        b = x.new_empty(x.shape)
+        b.fill_(1.5)
+        c = torch.empty(x.shape[0], 3)
+        c.zero_()
+        d = torch.empty_strided((x.shape[1], x.shape[0]), (1, x.shape[1]))
+        d.copy_(x.t())
+        e = x.new_empty_strided(x.shape, x.stride())
+        torch.mul(x, 3, out=e)
+        return a + b, c, d, e
+
+
+def pair(*shapes: tuple[int, ...], seed: int = 0) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(*shape, generator=generator) for shape in shapes)
+
+
+def test_unspecified_values_are_checked_by_geometry_only(conformance, static_options):
+    """Preparing compared candidates' values with the op's own uninitialised memory: it failed with
+    'no candidate matched' or passed, depending on what memory held."""
+    conformance(Unspecified(), pair((4, 3)), pair((6, 3), seed=1), static_options)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default, aten.empty_strided.default],
+    ids=str,
+)
+def test_uninitialised_and_random_ops_are_compared_by_geometry(op):
+    assert ResultCheck.of(op) is ResultCheck.GEOMETRY
+    assert ResultCheck.of(aten.rand_like.default) is ResultCheck.GEOMETRY
+    assert ResultCheck.of(aten.add.Tensor) is ResultCheck.VALUES
+
+
+# A random op whose values differ at every call, by construction: comparing them with the op's
+# own result never agrees, so only a check by geometry can prepare it.
+_counter = iter(range(1, 1_000_000))
+_library = torch.library.Library("srbench_test_random", "DEF")
+_library.define("draw(Tensor x) -> Tensor", tags=(torch.Tag.nondeterministic_seeded,))
+
+
+@torch.library.impl(_library, "draw", "CompositeExplicitAutograd")
+def _draw(x: torch.Tensor) -> torch.Tensor:
+    return torch.full_like(x, float(next(_counter)))
+
+
+@torch.library.register_fake("srbench_test_random::draw", lib=_library)
+def _draw_fake(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class Random(torch.nn.Module):
+    def forward(self, x):
+        drawn = torch.ops.srbench_test_random.draw(x)
+        return x + 1, drawn.shape[0] * x, (drawn > 0).sum()
+
+
+def test_random_op_is_prepared_by_geometry_and_redrawn_at_every_run(one_thread):
+    x = torch.randn(3, 2)
+    runtime = StaticModule(Random(), (x,)).runtime()
+    first, second = runtime(x), runtime(x)
+    torch.testing.assert_close(first[0], x + 1)
+    assert int(first[2]) == int(second[2]) == 6
+
+
+class DataDependent(torch.nn.Module):
+    """Results whose size depends on values, mixed with ordinary planned ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.linear(x)
+        picked = y[y > 0]  # boolean-mask indexing
+        where = torch.nonzero(x > 0.5)
+        negative = torch.masked_select(x, x < 0) * 3
+        values, counts = torch.unique(torch.round(x), return_counts=True)
+        return picked * 2, picked.sum() + y.mean(), where, negative, values, counts, torch.relu(y) + 1
+
+
+def test_data_dependent_shapes_run_as_fallback_and_the_rest_stays_planned(conformance, static_options):
+    torch.manual_seed(0)
+    model = DataDependent().eval()
+    module = conformance(model, pair((5, 3)), pair((7, 3), seed=1), static_options)
+    # the same shape with other values: other result sizes, the same prepared program
+    runtime = module.runtime()
+    for seed in (2, 3, 4):
+        (x,) = pair((5, 3), seed=seed)
+        for got, want in zip(runtime(x), model(x)):
+            torch.testing.assert_close(got, want)
+    assert module.shapes_prepared == 2
+    plans = {plan.node.name: plan.how for plan in module.prepared.plans}
+    for name, how in plans.items():
+        if name.startswith(("nonzero", "masked_select", "_unique2", "index")):
+            assert how == "fallback", (name, how)
+    if static_options.enable_out_variant:
+        assert module.prepared.count("out") >= 3  # linear, relu, sum... stay in the slab
+
+
+def test_lifetimes_leave_data_dependent_results_unplanned():
+    exported = torch.export.export(DataDependent().eval(), pair((5, 3)), strict=False)
+    analysis = analyze_lifetimes(exported.graph)
+    planned = {record.id for record in analysis.all_records}
+    assert "masked_select" in analysis.unplanned and "nonzero" in analysis.unplanned
+    assert "masked_select" not in planned and "nonzero" not in planned
+    assert "linear" in planned and "relu" in planned  # the rest of the graph is planned
+
+
+class Tanh(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2
+
+
+def _wrong_values(x, *, out):
+    out.copy_(torch.tanh(x) + 1)
+
+
+def _raises(x, *, out):
+    raise ValueError("not today")
+
+
+def _reallocates(x, *, out):
+    out.set_(torch.tanh(x))  # the right values, in memory of its own
+
+
+@pytest.mark.parametrize(
+    ("function", "reason"),
+    [
+        (_wrong_values, r"its values differ from the op's \(largest absolute difference 1\)"),
+        (_raises, r"it raised ValueError: not today"),
+        (_reallocates, r"it did not write into the out tensor it was given"),
+    ],
+    ids=["wrong-values", "raises", "reallocates"],
+)
+def test_registered_out_variant_failing_its_check_is_reported(function, reason, one_thread):
+    registry = OutVariantRegistry()
+    registry.register("aten::tanh", function)
+    x = torch.randn(4, 3)
+    pattern = rf"registered out variant {function.__name__} for aten::tanh \(node 'tanh'\) is not used: {reason}"
+    with pytest.warns(OutVariantWarning, match=pattern):
+        module = StaticModule(Tanh(), (x,), StaticOptions(), out_variants=registry)
+    torch.testing.assert_close(module.runtime()(x), torch.tanh(x) * 2)
+    assert all(not plan.call.label.startswith("registered") for plan in module.prepared.plans if plan.call)
+
+
+def test_registered_out_variant_that_works_gives_no_warning(one_thread):
+    registry = OutVariantRegistry()
+    registry.register("aten::tanh", lambda x, *, out: torch.tanh(x, out=out))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutVariantWarning)
+        module = StaticModule(Tanh(), (torch.randn(4, 3),), StaticOptions(), out_variants=registry)
+    assert any(plan.call and plan.call.label == "registered aten::tanh" for plan in module.prepared.plans)
