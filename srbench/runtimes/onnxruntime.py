@@ -1,0 +1,155 @@
+"""ONNX Runtime as a peer runtime: the model exported with ``torch.onnx.export(..., dynamo=True)``
+and run by an ``onnxruntime.InferenceSession`` on the CPU execution provider.
+
+ONNX Runtime is the other widely used static runtime with a memory planner of its own: with
+``enable_mem_pattern`` it records the allocation pattern of the first run and serves later runs
+of the same shapes from one block, and at graph optimisation level "all" it folds batch norm into
+convolutions, fuses attention and pointwise tails and pre-packs weights, which is what srbench's
+runtime is measured against. None of srbench's memory options apply (``honours`` is empty).
+
+Like srbench, it prepares one program per input signature: the session is made for the example
+inputs, and inputs of another shape (or dtype) get their own export and session on first sight,
+cached by signature, so no ONNX model is ever run with shapes it was not exported for.
+
+Needs the optional extra ``onnx`` (``onnxruntime``, ``onnx``, ``onnxscript``): without
+``onnxruntime`` preparing raises :class:`~srbench.runtimes.UnsupportedRuntime` saying so. A
+model that ``torch.onnx`` cannot export, or whose exported graph ONNX Runtime refuses, raises it
+too, with the first line of the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+import torch
+from torch.export.graph_signature import InputKind
+from torch.utils import _pytree as pytree
+
+from srbench.runtimes import RuntimeOptions, UnsupportedRuntime
+
+# Loggers of the exporter and its ONNX libraries: they report, at INFO and WARNING, every skipped
+# optional op library (torchvision) and every constant they do not fold, on every export.
+_EXPORT_LOGGERS = ("torch.onnx", "onnxscript", "onnx_ir")
+_ORT_ERRORS_ONLY = 3  # onnxruntime's log severity: 0 verbose ... 3 error
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of the innermost cause: the exporter wraps the reason (``No ONNX function
+    found for ...``) in errors whose own first lines only say which step failed."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in _EXPORT_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def _signature(inputs: Sequence[Any]) -> tuple:
+    return tuple((x.shape, x.dtype) if isinstance(x, torch.Tensor) else (type(x), x) for x in inputs)
+
+
+class _Session:
+    """One exported model and its session, for one input signature."""
+
+    def __init__(self, model: torch.nn.Module, inputs: tuple, options: RuntimeOptions):
+        import onnxruntime
+
+        try:
+            with _quiet_export(), torch.no_grad():
+                program = torch.onnx.export(model, inputs, dynamo=True, verbose=False, external_data=False)
+        except Exception as error:  # the exporter raises many types; all mean "cannot export"
+            raise UnsupportedRuntime(f"torch.onnx.export cannot export the model: {_first_line(error)}") from error
+        if program is None:
+            raise UnsupportedRuntime("torch.onnx.export returned no program")
+        exported = program.exported_program
+        if exported is None:
+            raise UnsupportedRuntime("torch.onnx.export kept no exported program (needed for the output structure)")
+        settings = onnxruntime.SessionOptions()
+        settings.intra_op_num_threads = options.threads
+        settings.inter_op_num_threads = 1
+        settings.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        settings.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        settings.enable_mem_pattern = True  # its own memory planning: one block per input shape
+        settings.enable_cpu_mem_arena = True
+        settings.log_severity_level = _ORT_ERRORS_ONLY
+        try:
+            self.session = onnxruntime.InferenceSession(
+                program.model_proto.SerializeToString(), settings, providers=["CPUExecutionProvider"]
+            )
+        except Exception as error:  # onnxruntime raises its own exception types for unsupported graphs
+            raise UnsupportedRuntime(f"onnxruntime cannot load the exported model: {_first_line(error)}") from error
+        user_inputs = [
+            spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT
+        ]
+        taken = {node.name for node in self.session.get_inputs()}
+        # the exporter drops inputs the graph does not read: feed the ones the session takes
+        self.feeds = [(index, name) for index, name in enumerate(user_inputs) if name in taken]
+        if len(self.feeds) != len(taken):
+            raise UnsupportedRuntime(
+                f"the ONNX model takes inputs {sorted(taken)}, not a subset of the model's {user_inputs}"
+            )
+        self.out_spec = exported.call_spec.out_spec
+        outputs = len(self.session.get_outputs())
+        if self.out_spec is None or self.out_spec.num_leaves != outputs:
+            raise UnsupportedRuntime(
+                f"the ONNX model returns {outputs} outputs where the model returns "
+                f"{self.out_spec.num_leaves if self.out_spec else 'an unknown number of'}"
+            )
+
+    def __call__(self, inputs: Sequence[Any]) -> Any:
+        feed = {name: inputs[index].numpy() for index, name in self.feeds}
+        outputs = self.session.run(None, feed)
+        return pytree.tree_unflatten([torch.from_numpy(value) for value in outputs], self.out_spec)
+
+
+class OnnxRuntime:
+    """See the module docstring."""
+
+    honours: ClassVar[tuple[str, ...]] = ()
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    slow: ClassVar[bool] = False
+
+    def __init__(self, model: torch.nn.Module, example_inputs: tuple, options: RuntimeOptions = RuntimeOptions()):
+        try:
+            import onnxruntime  # noqa: F401 - checked here so a missing extra is a reason, not a crash
+        except ImportError as error:
+            raise UnsupportedRuntime(
+                f"onnxruntime is not installed (pip install 'srbench[onnx]'): {_first_line(error)}"
+            ) from error
+        if options.device != "cpu":
+            raise UnsupportedRuntime(f"srbench runs ONNX Runtime on its CPU provider only, not on {options.device!r}")
+        self.model = model.eval()
+        self.options = options
+        self._sessions: dict[tuple, _Session] = {}
+        self._last: tuple[tuple, _Session] | None = None
+        self._session(example_inputs)
+
+    def _session(self, inputs: Sequence[Any]) -> _Session:
+        key = _signature(inputs)
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = _Session(self.model, tuple(inputs), self.options)
+        self._last = (key, session)
+        return session
+
+    def __call__(self, *inputs: Any) -> Any:
+        last = self._last
+        session = last[1] if last is not None and last[0] == _signature(inputs) else self._session(inputs)
+        return session(inputs)

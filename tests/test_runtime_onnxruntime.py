@@ -1,0 +1,67 @@
+"""The ONNX Runtime plugin: registered, eager's answers on two shapes and on structured outputs,
+one session per input signature, and a reason for every model or machine it cannot take."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, get_runtime, runtime_names
+
+pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
+pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript (the onnx extra)")
+
+
+class TwoOutputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, unused: torch.Tensor) -> dict[str, torch.Tensor]:
+        y = self.linear(x)
+        return {"logits": y, "probabilities": y.softmax(-1)}
+
+
+class Bessel(torch.nn.Module):
+    """``torch.onnx`` has no translation for ``prims.bessel_j0``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.bessel_j0(x)
+
+
+def test_onnxruntime_is_a_registered_runtime():
+    assert "onnxruntime" in runtime_names()
+
+
+def test_matches_eager_on_two_shapes_with_a_session_per_shape():
+    torch.manual_seed(0)
+    model = TwoOutputs().eval()
+    first = (torch.randn(2, 8), torch.randn(3))
+    second = (torch.randn(5, 8), torch.randn(3))
+    runtime = get_runtime("onnxruntime")(model, first, RuntimeOptions())
+    for inputs in (first, second, first):
+        got = runtime(*inputs)
+        with torch.no_grad():
+            want = model(*inputs)
+        assert set(got) == set(want)
+        for key in want:
+            torch.testing.assert_close(got[key], want[key], rtol=1e-5, atol=1e-6)
+    assert len(runtime._sessions) == 2
+
+
+def test_a_model_it_cannot_export_is_unsupported_with_the_reason():
+    with pytest.raises(UnsupportedRuntime, match=r"cannot export the model: .*bessel_j0"):
+        get_runtime("onnxruntime")(Bessel(), (torch.randn(4),), RuntimeOptions())
+
+
+def test_without_onnxruntime_the_reason_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(UnsupportedRuntime, match=r"onnxruntime is not installed \(pip install 'srbench\[onnx\]'\)"):
+        get_runtime("onnxruntime")(TwoOutputs(), (torch.randn(2, 8), torch.randn(3)), RuntimeOptions())
+
+
+def test_only_the_cpu_provider():
+    with pytest.raises(UnsupportedRuntime, match="CPU provider only"):
+        get_runtime("onnxruntime")(TwoOutputs(), (torch.randn(2, 8), torch.randn(3)), RuntimeOptions(device="cuda"))
