@@ -80,7 +80,7 @@ def pytest_benchmark_json(path: Path, commit: str, median: float, planned: int |
                 "version": "5.3.1",
                 "commit_info": {"id": commit, "time": "2026-11-21T08:00:00+00:00", "dirty": dirty, "branch": "main"},
                 "benchmarks": [
-                    entry("mlp-srbench-greedy_by_size-t1-cleanup-out", 1.0, planned),
+                    entry("mlp-srbench-greedy_by_size-cleanup-out-t1", 1.0, planned),
                     entry("mlp-eager-t1", 2.0, None),
                     unrelated,
                 ],
@@ -133,7 +133,7 @@ def test_each_case_becomes_results_of_the_suites_asv_benchmarks(project, tmp_pat
     source = pytest_benchmark_json(tmp_path / "bench.json", commit, median=0.002, planned=1500)
     written = convert(source, config, machine=MACHINE)
     results = load_results(written)
-    ids = ["'mlp-srbench-greedy_by_size-t1-cleanup-out'", "'mlp-eager-t1'"]
+    ids = ["'mlp-srbench-greedy_by_size-cleanup-out-t1'", "'mlp-eager-t1'"]
 
     times = results.get_result_value("suites_asv.EndToEnd.time_run", [ids])
     assert times == pytest.approx([0.002, 0.004])

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from srbench.measure import prepare_case
+from srbench.options import STATIC_OPTION_NAMES, RuntimeOptions
 from srbench.suites import CaseSpec
 
 pytest_plugins = ["pytester"]
@@ -27,9 +28,7 @@ def _import_what_cases_import() -> None:
     ``torch.testing.assert_close`` pulls in lazily, fails): run one case of every runtime used
     here first, so that those imports belong to this process."""
     for runtime in ("eager", "torchscript", "static_runtime"):
-        prepared = prepare_case(
-            CaseSpec("warm", "mlp", runtime, None, 1, True, True, False, "cpu", None, None, None, 1)
-        )
+        prepared = prepare_case(CaseSpec("warm", "mlp", runtime, RuntimeOptions(), None, None, None, 1))
         prepared.check_equivalence()
         prepared.measure_memory()
         prepared.op_profile(iterations=1)
@@ -86,10 +85,10 @@ def test_a_suite_collects_into_cases_with_readable_ids(pytester):
     assert [line for line in result.outlines if "::" in line] == [
         "suites/tiny.yaml::case[mlp-eager-t1]",
         "suites/tiny.yaml::case[mlp-eager-t1-cuda]",
-        "suites/tiny.yaml::case[mlp-srbench-greedy_by_size-t1-cleanup-out]",
-        "suites/tiny.yaml::case[mlp-srbench-greedy_by_size-t1-cleanup-out-cuda]",
-        "suites/tiny.yaml::case[mlp-srbench-linear_scan-t1-cleanup-out]",
-        "suites/tiny.yaml::case[mlp-srbench-linear_scan-t1-cleanup-out-cuda]",
+        "suites/tiny.yaml::case[mlp-srbench-greedy_by_size-cleanup-out-t1]",
+        "suites/tiny.yaml::case[mlp-srbench-greedy_by_size-cleanup-out-t1-cuda]",
+        "suites/tiny.yaml::case[mlp-srbench-linear_scan-cleanup-out-t1]",
+        "suites/tiny.yaml::case[mlp-srbench-linear_scan-cleanup-out-t1-cuda]",
     ]
 
 
@@ -264,7 +263,7 @@ def test_a_model_that_cannot_be_captured_is_an_expected_failure(monkeypatch):
 
     monkeypatch.setattr("srbench.measure.prepare_case", cannot_capture)
     properties: list = []
-    spec = CaseSpec("s", "mlp", "srbench", "greedy_by_size", 1, True, True, False, "cpu", None, None, None, 1)
+    spec = CaseSpec("s", "mlp", "srbench", RuntimeOptions(), None, None, None, 1, honours=STATIC_OPTION_NAMES)
     with pytest.raises(pytest.xfail.Exception, match=r"^CaptureError: cannot capture model 'mlp': Could not guard"):
         run_case(spec, None, properties)
     assert properties == []

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from srbench.options import STATIC_OPTION_NAMES, RuntimeOptions
 from srbench.suites import CaseSpec, SuiteError, load_suite
 from srbench.suites.expand import matches
 from srbench.zoo import ModelCase, ProviderUnavailable, build_zoo, load_zoo
@@ -40,12 +41,12 @@ def test_sweep_is_the_product_of_the_axes_with_memory_axes_only_for_srbench(tmp_
     assert ids(path) == [
         "mlp-eager-t1",
         "mlp-eager-t2",
-        "mlp-srbench-greedy_by_size-t1-cleanup-out",
-        "mlp-srbench-greedy_by_size-t1-nocleanup-out",
-        "mlp-srbench-greedy_by_size-t2-cleanup-out",
-        "mlp-srbench-greedy_by_size-t2-nocleanup-out",
-        "mlp-srbench-linear_scan-t1-cleanup-out",
-        "mlp-srbench-linear_scan-t1-nocleanup-out",
+        "mlp-srbench-greedy_by_size-cleanup-out-t1",
+        "mlp-srbench-greedy_by_size-cleanup-out-t2",
+        "mlp-srbench-greedy_by_size-nocleanup-out-t1",
+        "mlp-srbench-greedy_by_size-nocleanup-out-t2",
+        "mlp-srbench-linear_scan-cleanup-out-t1",
+        "mlp-srbench-linear_scan-nocleanup-out-t1",
         "mlp-static_runtime-t1",
         "mlp-static_runtime-t2",
     ]
@@ -70,23 +71,18 @@ def test_left_out_axes_take_the_runtime_defaults_and_the_suite_settings_reach_ev
         suite="suite",
         model="mlp",
         runtime="srbench",
-        planner="greedy_by_size",
-        threads=1,
-        cleanup_activations=True,
-        enable_out_variant=True,
-        manage_output_tensors=False,
-        device="cpu",
+        options=RuntimeOptions(),
         batch=None,
         rtol=0.01,
         atol=None,
         repetitions=7,
         provider="builtin",
         family="mlp",
-        honours=("planner", "enable_out_variant", "cleanup_activations", "manage_output_tensors"),
+        honours=STATIC_OPTION_NAMES,
         slow=True,
     )
-    assert srbench.id == "mlp-srbench-greedy_by_size-t1-cleanup-out"
-    assert eager.planner is None and eager.honours == () and eager.id == "mlp-eager-t1"
+    assert srbench.id == "mlp-srbench-greedy_by_size-cleanup-out-t1"
+    assert eager.option("planner") is None and eager.honours == () and eager.id == "mlp-eager-t1"
 
 
 def test_devices_batches_and_flags_show_in_ids_and_cpu_only_runtimes_skip_cuda(tmp_path):
@@ -104,8 +100,8 @@ def test_devices_batches_and_flags_show_in_ids_and_cpu_only_runtimes_skip_cuda(t
     )
     assert ids(path) == [
         "mlp-static_runtime-t1-b8",
-        "mlp-srbench-greedy_by_size-t1-cleanup-noout-managed-b8",
-        "mlp-srbench-greedy_by_size-t1-cleanup-noout-managed-cuda-b8",
+        "mlp-srbench-greedy_by_size-cleanup-noout-managed-t1-b8",
+        "mlp-srbench-greedy_by_size-cleanup-noout-managed-t1-cuda-b8",
     ]
 
 
@@ -157,12 +153,12 @@ def test_the_quick_suite_compares_srbench_with_eager_and_static_runtime_on_every
     cases = load_suite(pathlib.Path(__file__).parents[1] / "suites" / "quick.yaml").cases
     assert {case.runtime for case in cases} == {"eager", "srbench", "static_runtime"}
     assert {case.family for case in cases} == {"mlp", "recommendation", "language", "sequence", "vision"}
-    assert {case.planner for case in cases if case.runtime == "srbench"} == {"greedy_by_size", "linear_scan"}
+    assert {case.option("planner") for case in cases if case.runtime == "srbench"} == {"greedy_by_size", "linear_scan"}
     assert not any(case.slow for case in cases)
 
 
 def test_exclusion_rules_take_one_value_or_a_list():
-    case = CaseSpec("s", "mlp", "eager", None, 2, True, True, False, "cpu", None, None, None, 1)
+    case = CaseSpec("s", "mlp", "eager", RuntimeOptions(threads=2), None, None, None, 1)
     assert matches({"runtime": "eager", "threads": [1, 2]}, case)
     assert not matches({"runtime": "eager", "threads": 1}, case)
     assert not matches({"planner": "greedy_by_size"}, case)  # eager has no planner

@@ -11,6 +11,7 @@ import torch
 
 from srbench.measure import EquivalenceError, check_equivalence, measure_memory, op_profile, prepare_case
 from srbench.measure.memory import observe_allocations
+from srbench.options import RuntimeOptions
 from srbench.pytest_plugin.summary import CaseOutcome, build_summary, render_markdown, write_summary
 from srbench.suites import CaseSpec
 
@@ -105,7 +106,7 @@ def test_op_profile_falls_back_to_the_profiler_by_aten_op():
 
 
 def test_prepare_case_builds_the_zoo_model_and_the_runtime_with_the_case_tolerance():
-    spec = CaseSpec("s", "mlp", "static_runtime", None, 1, True, True, False, "cpu", 3, None, 0.5, 1)
+    spec = CaseSpec("s", "mlp", "static_runtime", RuntimeOptions(), 3, None, 0.5, 1)
     prepared = prepare_case(spec)
     assert prepared.first_inputs[0].shape[0] == 3
     assert (prepared.rtol, prepared.atol) == (prepared.model_case.rtol, 0.5)

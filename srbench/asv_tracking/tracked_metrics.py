@@ -48,11 +48,11 @@ def not_applicable_errors() -> tuple[type[BaseException], ...]:
 
 
 def unavailable_device(spec: CaseSpec) -> str | None:
-    """Why ``spec.device`` cannot be used here, or ``None`` when it can."""
+    """Why ``spec.options.device`` cannot be used here, or ``None`` when it can."""
     import torch
 
-    if spec.device.startswith("cuda") and not torch.cuda.is_available():
-        return f"case {spec.id} needs {spec.device}, and no CUDA device is available"
+    if spec.options.device.startswith("cuda") and not torch.cuda.is_available():
+        return f"case {spec.id} needs {spec.options.device}, and no CUDA device is available"
     return None
 
 
@@ -63,7 +63,7 @@ def prepare(spec: CaseSpec):
 
     from srbench.measure import prepare_case
 
-    torch.set_num_threads(spec.threads)
+    torch.set_num_threads(spec.options.threads)
     return prepare_case(spec)
 
 

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from srbench.cli._args import positive_int
+from srbench.options import StaticOptions, add_option_flags, options_from_flags
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,15 +23,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "prepared graph, as PyTorch Static Runtime's benchmark_individual_ops does.",
     )
     parser.add_argument("--model", required=True, metavar="NAME", help="a zoo model (see `srbench models`)")
-    parser.add_argument("--planner", default="greedy_by_size", help="memory planner (default greedy_by_size)")
     parser.add_argument("--iterations", type=positive_int, default=100, help="timed iterations (default 100)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default 10)")
     parser.add_argument("--batch", type=positive_int, metavar="N", help="batch size (default: the model's)")
     parser.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (default 1)")
-    parser.add_argument("--no-out-variant", action="store_true", help="run every op as fallback")
-    parser.add_argument("--keep-activations", action="store_true", help="do not release the slab between runs")
-    parser.add_argument("--manage-outputs", action="store_true", help="write outputs into the runtime's arena")
-    parser.add_argument("--decompose", action="store_true", help="run the core-ATen graph (run_decompositions())")
+    add_option_flags(parser.add_argument_group("static runtime options"), StaticOptions)
     parser.add_argument("--top", type=positive_int, default=15, help="slowest nodes to list (default 15)")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
     parser.set_defaults(run=run)
@@ -41,19 +38,13 @@ def run(args: argparse.Namespace) -> int:
 
     from srbench.graph import CaptureError
     from srbench.registry import UnknownPluginError
-    from srbench.static import StaticModule, StaticOptions, UnsupportedOpError
+    from srbench.static import StaticModule, UnsupportedOpError
     from srbench.zoo import load_zoo
 
     torch.set_num_threads(args.threads)
     try:
         case = load_zoo().get(args.model)
-        options = StaticOptions(
-            planner=args.planner,
-            enable_out_variant=not args.no_out_variant,
-            cleanup_activations=not args.keep_activations,
-            manage_output_tensors=args.manage_outputs,
-            decompose=args.decompose,
-        )
+        options = options_from_flags(args, StaticOptions)
         inputs = case.example_inputs(0, batch=args.batch)
         module = StaticModule(case.model(), inputs, options, name=case.name)
     except (UnknownPluginError, CaptureError, UnsupportedOpError) as error:

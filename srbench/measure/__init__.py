@@ -1,7 +1,7 @@
 """Measuring one case: equivalence with eager, memory (planned, lower bound, observed), and the
 per-op profile. Usable outside pytest (the asv benchmarks call the same functions)."""
 
-from srbench.measure.case import PreparedCase, prepare_case, runtime_options
+from srbench.measure.case import PreparedCase, prepare_case
 from srbench.measure.equivalence import EquivalenceError, EquivalenceReport, check_equivalence
 from srbench.measure.memory import MemoryReport, measure_memory
 from srbench.measure.profile import op_profile
@@ -15,5 +15,4 @@ __all__ = [
     "measure_memory",
     "op_profile",
     "prepare_case",
-    "runtime_options",
 ]

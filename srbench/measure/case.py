@@ -2,7 +2,7 @@
 answers, and the runtime prepared under the case's options.
 
 The pytest plugin and the asv benchmarks both start here. Thread counts are the caller's job:
-wrap preparation and every measurement in ``srbench.runtimes.intra_op_threads(spec.threads)``.
+wrap preparation and every measurement in ``srbench.runtimes.intra_op_threads(spec.options.threads)``.
 """
 
 from __future__ import annotations
@@ -16,25 +16,13 @@ import torch
 from srbench.measure.equivalence import EquivalenceReport, check_equivalence
 from srbench.measure.memory import MemoryReport, measure_memory
 from srbench.measure.profile import op_profile
-from srbench.runtimes import Runtime, RuntimeOptions, get_runtime
+from srbench.runtimes import Runtime, get_runtime
 from srbench.suites.spec import CaseSpec
 from srbench.zoo import ModelCase, Zoo, load_zoo
 
 
 def _to_device(value: Any, device: str) -> Any:
     return value.to(device) if isinstance(value, torch.Tensor) else value
-
-
-def runtime_options(spec: CaseSpec) -> RuntimeOptions:
-    defaults = RuntimeOptions()
-    return RuntimeOptions(
-        planner=spec.planner or defaults.planner,
-        enable_out_variant=spec.enable_out_variant,
-        cleanup_activations=spec.cleanup_activations,
-        manage_output_tensors=spec.manage_output_tensors,
-        threads=spec.threads,
-        device=spec.device,
-    )
 
 
 @dataclass
@@ -69,11 +57,11 @@ class PreparedCase:
             self.expected_second,
             rtol=self.rtol,
             atol=self.atol,
-            outputs_may_be_reused=self.spec.manage_output_tensors and "manage_output_tensors" in self.spec.honours,
+            outputs_may_be_reused=bool(self.spec.option("manage_output_tensors")),
         )
 
     def measure_memory(self) -> MemoryReport:
-        return measure_memory(self.runtime, self.first_inputs, device=self.spec.device)
+        return measure_memory(self.runtime, self.first_inputs, device=self.spec.options.device)
 
     def op_profile(self, iterations: int = 10) -> dict[str, float]:
         return op_profile(self.runtime, self.first_inputs, iterations=iterations)
@@ -86,13 +74,14 @@ def prepare_case(spec: CaseSpec, *, zoo: Zoo | None = None) -> PreparedCase:
     runtime cannot take the model, and ``ModelUnavailable`` when the model cannot be built here.
     """
     model_case = (zoo if zoo is not None else load_zoo()).get(spec.model)
-    model = model_case.model().to(spec.device)
-    first = tuple(_to_device(x, spec.device) for x in model_case.example_inputs(0, spec.batch))
-    second = tuple(_to_device(x, spec.device) for x in model_case.example_inputs(1, spec.batch))
+    device = spec.options.device
+    model = model_case.model().to(device)
+    first = tuple(_to_device(x, device) for x in model_case.example_inputs(0, spec.batch))
+    second = tuple(_to_device(x, device) for x in model_case.example_inputs(1, spec.batch))
     with torch.inference_mode():
         expected_first, expected_second = model(*first), model(*second)
     runtime_class = get_runtime(spec.runtime)
     start = time.perf_counter()
-    runtime = runtime_class(model, first, runtime_options(spec))
+    runtime = runtime_class(model, first, spec.options)
     prepare_seconds = time.perf_counter() - start
     return PreparedCase(spec, model_case, runtime, first, second, expected_first, expected_second, prepare_seconds)

@@ -74,7 +74,7 @@ def case_marks(config: pytest.Config, spec: Any) -> list[pytest.MarkDecorator]:
         marks.append(pytest.mark.filterwarnings("ignore:Benchmark fixture was not used at all"))
     if spec.slow:
         marks.append(pytest.mark.slow)
-    if spec.device == "cuda":
+    if spec.options.device == "cuda":
         import torch
 
         marks.append(pytest.mark.cuda)

@@ -38,7 +38,7 @@ def run_case(spec: CaseSpec, benchmark: Any | None, user_properties: list[tuple[
     from srbench.measure import prepare_case
     from srbench.runtimes import UnsupportedRuntime, intra_op_threads
 
-    with intra_op_threads(spec.threads):
+    with intra_op_threads(spec.options.threads):
         try:
             prepared = prepare_case(spec)
         except (UnsupportedRuntime, CaptureError) as error:

@@ -8,11 +8,12 @@ with the reason, which suites report as an expected failure rather than an error
 
 Class attributes tell the suite loader which axes of a sweep matter to a runtime, so that a
 sweep over planners does not multiply the eager cases (see ``srbench.suites.expand``):
-``honours`` names the :class:`RuntimeOptions` fields besides ``threads`` and ``device`` that the
-runtime reads, and ``devices`` the devices it can run on. ``slow`` marks runtimes whose prepare
-step is slow (compilation). Optional methods feed the measurements (``srbench.measure``):
-``planned_memory() -> PlannedMemory | None`` for runtimes that plan memory, and
-``op_profile(inputs, iterations) -> {node kind: ms per call}`` for runtimes that time their own nodes.
+``honours`` names the :class:`~srbench.options.StaticOptions` fields (the options of memory
+planning, :data:`~srbench.options.STATIC_OPTION_NAMES`) that the runtime reads, and ``devices``
+the devices it can run on. ``slow`` marks runtimes whose prepare step is slow (compilation).
+Optional methods feed the measurements (``srbench.measure``): ``planned_memory() ->
+PlannedMemory | None`` for runtimes that plan memory, and ``op_profile(inputs, iterations) ->
+{node kind: ms per call}`` for runtimes that time their own nodes.
 """
 
 from __future__ import annotations
@@ -23,29 +24,27 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from srbench.options import STATIC_OPTION_NAMES, RuntimeOptions
 from srbench.registry import Registry
 
-RUNTIMES = Registry("srbench.runtimes", "runtime")
+__all__ = [
+    "RUNTIMES",
+    "STATIC_OPTION_NAMES",
+    "PlannedMemory",
+    "Runtime",
+    "RuntimeOptions",
+    "UnsupportedRuntime",
+    "get_runtime",
+    "intra_op_threads",
+    "quiet_jit",
+    "runtime_names",
+]
 
-# Options only a runtime with its own memory planning reads; the others ignore them.
-MEMORY_OPTIONS = ("planner", "enable_out_variant", "cleanup_activations", "manage_output_tensors")
+RUNTIMES = Registry("srbench.runtimes", "runtime")
 
 
 class UnsupportedRuntime(RuntimeError):
     """This runtime cannot run this model or option combination; the message says why."""
-
-
-@dataclass(frozen=True)
-class RuntimeOptions:
-    """Everything a case tells its runtime. ``threads`` is the intra-op thread count
-    (``torch.set_num_threads``) the case runs under; ``device`` is where model and inputs live."""
-
-    planner: str = "greedy_by_size"
-    enable_out_variant: bool = True
-    cleanup_activations: bool = True
-    manage_output_tensors: bool = False
-    threads: int = 1
-    device: str = "cpu"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """srbench's own static runtime (``srbench.static``) as a runtime plugin: the only runtime that
-reads the memory options (planner, out variants, cleanup, managed outputs).
+reads the static options (:class:`srbench.options.StaticOptions`: planner, cleanup, out variants,
+managed outputs, decompose).
 
 Preparing raises ``srbench.graph.CaptureError`` when ``torch.export`` cannot capture the model,
 and :class:`UnsupportedRuntime` when an op of the graph can run neither with an out variant nor
@@ -13,25 +14,19 @@ from typing import Any, ClassVar
 import torch
 
 from srbench.memory.records import lower_bound
-from srbench.runtimes import MEMORY_OPTIONS, PlannedMemory, RuntimeOptions, UnsupportedRuntime
+from srbench.runtimes import STATIC_OPTION_NAMES, PlannedMemory, RuntimeOptions, UnsupportedRuntime
 
 
 class SrbenchRuntime:
-    honours: ClassVar[tuple[str, ...]] = MEMORY_OPTIONS
+    honours: ClassVar[tuple[str, ...]] = STATIC_OPTION_NAMES
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     slow: ClassVar[bool] = False
 
     def __init__(self, model: torch.nn.Module, example_inputs: tuple, options: RuntimeOptions = RuntimeOptions()):
-        from srbench.static import StaticModule, StaticOptions, UnsupportedOpError
+        from srbench.static import StaticModule, UnsupportedOpError
 
-        static_options = StaticOptions(
-            planner=options.planner,
-            enable_out_variant=options.enable_out_variant,
-            cleanup_activations=options.cleanup_activations,
-            manage_output_tensors=options.manage_output_tensors,
-        )
-        try:
-            self.module = StaticModule(model, example_inputs, static_options, name=type(model).__name__)
+        try:  # RuntimeOptions are StaticOptions: every static option reaches the runtime as is
+            self.module = StaticModule(model, example_inputs, options, name=type(model).__name__)
         except UnsupportedOpError as error:
             raise UnsupportedRuntime(str(error)) from error
         self.runtime = self.module.runtime()

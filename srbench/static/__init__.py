@@ -5,9 +5,9 @@ read-only); ``module.runtime()`` gives a per-thread :class:`StaticRuntime` whose
 returns what the model returns. :class:`RuntimePool` hands one runtime per thread.
 """
 
+from srbench.options import StaticOptions
 from srbench.static.errors import InputSignatureError, OutVariantWarning, UnsupportedOpError
 from srbench.static.module import StaticModule
-from srbench.static.options import StaticOptions
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry, register_out_variant
 from srbench.static.pool import RuntimePool
 from srbench.static.profile import OpProfile

@@ -14,8 +14,8 @@ import torch
 import torch.fx
 
 from srbench.memory.lifetimes import LifetimeAnalysis
+from srbench.options import StaticOptions
 from srbench.static.codegen import NodePlan
-from srbench.static.options import StaticOptions
 from srbench.static.resolve import Resolution
 
 # Below this many seconds per call an op's cost is mostly how it is called, not its kernel.

@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
+from srbench.options import StaticOptions
 from srbench.planners import get_planner
 from srbench.static.errors import InputSignatureError
-from srbench.static.options import StaticOptions
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
 from srbench.static.prepared import InputSpec, PreparedGraph, input_key, prepare_graph
 from srbench.static.runtime import StaticRuntime

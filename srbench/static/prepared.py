@@ -20,11 +20,11 @@ from torch.export.graph_signature import InputKind, OutputKind
 from srbench.graph import CapturedGraph, capture
 from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes
 from srbench.memory.records import TensorUsageRecord
+from srbench.options import StaticOptions
 from srbench.planners import PlanResult, plan_memory
 from srbench.static.choose import Chooser, written_storages
 from srbench.static.codegen import CodeWriter, NodePlan, Program
 from srbench.static.errors import UnsupportedOpError
-from srbench.static.options import StaticOptions
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.resolve import resolve
 

@@ -1,10 +1,13 @@
 """The sweep: the product of a suite's axes, less the combinations that make no sense.
 
-Two kinds of combination are dropped. By rule, from the runtimes themselves: an axis a runtime
-does not read (``honours``) collapses to one value for it, so eager is not repeated for every
-planner, and a device the runtime cannot use (``devices``) is left out. By the suite's own
+Two kinds of combination are dropped. By rule, from the runtimes themselves: a static option a
+runtime does not read (``honours``) collapses to its default for it, so eager is not repeated for
+every planner, and a device the runtime cannot use (``devices``) is left out. By the suite's own
 ``exclude`` rules: a case that matches every key of a rule is dropped. ``tolerance_rules`` use
 the same matching to set ``rtol``/``atol`` for some cases (later rules win).
+
+The option axes come from :mod:`srbench.options` (one axis per option); ``batch`` is the one
+axis that is not a runtime option (it shapes the model's inputs).
 """
 
 from __future__ import annotations
@@ -12,29 +15,21 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from srbench.runtimes import MEMORY_OPTIONS, RuntimeOptions
+from srbench.options import RuntimeOptions, options_of
 from srbench.suites.spec import CaseSpec
 from srbench.zoo import ZooEntry
 
-# Suite axis name -> CaseSpec field it sets.
-AXIS_FIELDS = {
-    "planners": "planner",
-    "threads": "threads",
-    "cleanup_activations": "cleanup_activations",
-    "enable_out_variant": "enable_out_variant",
-    "manage_output_tensors": "manage_output_tensors",
-    "devices": "device",
-    "batch": "batch",
-}
+BATCH_AXIS = "batch"
 
 
 def default_axes() -> dict[str, list[Any]]:
-    """One value per axis, the runtime defaults, for axes a suite leaves out."""
-    defaults = {f.name: f.default for f in fields(RuntimeOptions)}
-    return {axis: [defaults.get(name)] for axis, name in AXIS_FIELDS.items()}
+    """One value per axis, the defaults, for axes a suite leaves out."""
+    axes: dict[str, list[Any]] = {option.info.axis: [option.default] for option in options_of()}
+    axes[BATCH_AXIS] = [None]
+    return axes
 
 
 @dataclass(frozen=True)
@@ -55,6 +50,13 @@ class RuntimeTraits:
 
 
 TOLERANCE_KEYS = ("rtol", "atol")
+OPTION_NAMES = frozenset(option.name for option in options_of())
+
+
+def rule_value(case: CaseSpec, key: str) -> Any:
+    """What rule key ``key`` compares: an option (``None`` where the runtime does not read it)
+    or a field of the case (model, provider, family, runtime, batch)."""
+    return case.option(key) if key in OPTION_NAMES else getattr(case, key)
 
 
 def matches(rule: Mapping[str, Any], case: CaseSpec) -> bool:
@@ -64,9 +66,22 @@ def matches(rule: Mapping[str, Any], case: CaseSpec) -> bool:
         if key in TOLERANCE_KEYS:
             continue
         values = wanted if isinstance(wanted, list) else [wanted]
-        if getattr(case, key) not in values:
+        if rule_value(case, key) not in values:
             return False
     return True
+
+
+def _option_values(axes: Mapping[str, Sequence[Any]], traits: RuntimeTraits) -> dict[str, list[Any]]:
+    """Per option, the values the sweep gives a runtime with ``traits``."""
+    values = {}
+    for option in options_of():
+        if option.is_static and option.name not in traits.honours:
+            values[option.name] = [option.default]
+        elif option.name == "device":
+            values[option.name] = [device for device in axes[option.info.axis] if device in traits.devices]
+        else:
+            values[option.name] = list(axes[option.info.axis])
+    return values
 
 
 def expand(
@@ -83,32 +98,25 @@ def expand(
     slow: bool = False,
 ) -> tuple[CaseSpec, ...]:
     """Every case of the sweep, in a stable order (model, runtime, then the axes), no duplicates."""
-    defaults = {f.name: f.default for f in fields(RuntimeOptions)}
     cases: dict[str, CaseSpec] = {}
     for entry, (runtime, traits) in itertools.product(models, runtimes.items()):
         model = entry.case
-        values = {}
-        for axis, field_name in AXIS_FIELDS.items():
-            if field_name in MEMORY_OPTIONS and field_name not in traits.honours:
-                values[field_name] = [None if field_name == "planner" else defaults[field_name]]
-            elif field_name == "device":
-                values[field_name] = [device for device in axes[axis] if device in traits.devices]
-            else:
-                values[field_name] = list(axes[axis])
-        for combination in itertools.product(*values.values()):
+        options = _option_values(axes, traits)
+        for combination, batch in itertools.product(itertools.product(*options.values()), axes[BATCH_AXIS]):
             case = CaseSpec(
                 suite=suite,
                 model=model.name,
                 runtime=runtime,
+                options=RuntimeOptions(**dict(zip(options, combination))),
+                batch=batch,
                 rtol=rtol,
                 atol=atol,
                 repetitions=repetitions,
                 provider=model.provider,
                 family=model.family,
-                honours=tuple(name for name in MEMORY_OPTIONS if name in traits.honours),
+                honours=tuple(option.name for option in options_of() if option.name in traits.honours),
                 slow=slow or traits.slow,
                 unavailable=entry.reason,
-                **dict(zip(values, combination)),
             )
             if any(matches(rule, case) for rule in exclude):
                 continue

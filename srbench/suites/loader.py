@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from srbench.planners import planner_names
+from srbench.options import plugin_options
 from srbench.registry import UnknownPluginError, unknown_name_message
 from srbench.runtimes import get_runtime, runtime_names
 from srbench.suites.expand import RuntimeTraits, default_axes, expand
@@ -97,8 +97,10 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
     zoo = zoo if zoo is not None else load_zoo()
 
     models, unavailable = select_models(axes_doc["models"], zoo, check)
+    named_plugins = plugin_options()
     check.names("runtime", axes_doc["runtimes"], runtime_names(), ["axes", "runtimes"])
-    check.names("planner", axes_doc.get("planners", []), planner_names(), ["axes", "planners"])
+    for option, registry in named_plugins:
+        check.names(registry.kind, axes_doc.get(option.info.axis, []), registry.names(), ["axes", option.info.axis])
     for section in ("exclude", "tolerance_rules"):
         for index, rule in enumerate(document.get(section, [])):
             for key, known, kind in (
@@ -106,7 +108,7 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
                 ("provider", PROVIDERS.names(), "model provider"),
                 ("family", FAMILIES, "model family"),
                 ("runtime", runtime_names(), "runtime"),
-                ("planner", planner_names(), "planner"),
+                *((option.name, registry.names(), registry.kind) for option, registry in named_plugins),
             ):
                 if key in rule:
                     check.name(kind, rule[key], known, [section, index, key])

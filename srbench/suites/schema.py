@@ -9,29 +9,31 @@ from typing import Any
 
 import jsonschema
 
+from srbench.options import options_of
 from srbench.registry import nearest
 from srbench.suites.spec import SuiteError
 
 _NAME_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True}
-_BOOL_AXIS = {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "uniqueItems": True}
+
+
+def _axis(item: dict[str, Any]) -> dict[str, Any]:
+    """A sweep axis: a non-empty list of distinct values."""
+    return {"type": "array", "items": item, "minItems": 1, "uniqueItems": True}
 
 
 def _one_or_many(item: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [item, {"type": "array", "items": item, "minItems": 1}]}
 
 
+_BATCH = {"type": ["integer", "null"], "minimum": 1}
+# What exclude and tolerance rules may match: a case's model, runtime and options, by name.
 _RULE_VALUES: dict[str, dict[str, Any]] = {
     "model": {"type": "string"},
     "provider": {"type": "string"},
     "family": {"type": "string"},
     "runtime": {"type": "string"},
-    "planner": {"type": "string"},
-    "threads": {"type": "integer", "minimum": 1},
-    "cleanup_activations": {"type": "boolean"},
-    "enable_out_variant": {"type": "boolean"},
-    "manage_output_tensors": {"type": "boolean"},
-    "device": {"enum": ["cpu", "cuda"]},
-    "batch": {"type": ["integer", "null"], "minimum": 1},
+    **{option.name: dict(option.info.schema) for option in options_of()},
+    "batch": _BATCH,
 }
 
 _RULE_PROPERTIES = {key: _one_or_many(value) for key, value in _RULE_VALUES.items()}
@@ -63,23 +65,8 @@ SUITE_SCHEMA: dict[str, Any] = {
                     },
                 },
                 "runtimes": _NAME_LIST,
-                "planners": _NAME_LIST,
-                "threads": {
-                    "type": "array",
-                    "items": {"type": "integer", "minimum": 1},
-                    "minItems": 1,
-                    "uniqueItems": True,
-                },
-                "cleanup_activations": _BOOL_AXIS,
-                "enable_out_variant": _BOOL_AXIS,
-                "manage_output_tensors": _BOOL_AXIS,
-                "devices": {"type": "array", "items": {"enum": ["cpu", "cuda"]}, "minItems": 1, "uniqueItems": True},
-                "batch": {
-                    "type": "array",
-                    "items": {"type": ["integer", "null"], "minimum": 1},
-                    "minItems": 1,
-                    "uniqueItems": True,
-                },
+                **{option.info.axis: _axis(dict(option.info.schema)) for option in options_of()},
+                "batch": _axis(_BATCH),
             },
         },
         "tolerance": {"type": "object", "additionalProperties": False, "minProperties": 1, "properties": _TOLERANCE},

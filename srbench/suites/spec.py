@@ -6,6 +6,8 @@ import pathlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from srbench.options import RuntimeOptions, options_of
+
 
 class SuiteError(ValueError):
     """A suite file that cannot be used. The message names the file, the key path
@@ -23,21 +25,17 @@ class SuiteError(ValueError):
 class CaseSpec:
     """One combination of a sweep: a model run by a runtime under one set of options.
 
-    ``planner`` is ``None`` for runtimes that do no memory planning of their own; ``rtol`` and
-    ``atol`` are ``None`` where the model's own tolerance applies; ``batch`` is ``None`` for the
-    model's default batch size. ``honours`` lists the memory options (planner, flags) the runtime
-    reads, which are the only ones that appear in :attr:`id`.
+    ``options`` are what the runtime is given; ``honours`` lists the static options (planner,
+    memory flags) the runtime reads: only those, and the options every runtime runs under
+    (threads, device), appear in :attr:`id`, and :meth:`option` reads the others as ``None``.
+    ``rtol`` and ``atol`` are ``None`` where the model's own tolerance applies; ``batch`` is
+    ``None`` for the model's default batch size.
     """
 
     suite: str
     model: str
     runtime: str
-    planner: str | None
-    threads: int
-    cleanup_activations: bool
-    enable_out_variant: bool
-    manage_output_tensors: bool
-    device: str
+    options: RuntimeOptions
     batch: int | None
     rtol: float | None
     atol: float | None
@@ -48,27 +46,33 @@ class CaseSpec:
     slow: bool = False
     unavailable: str | None = None  # why the model cannot be built here (its provider's library is missing)
 
+    def option(self, name: str) -> Any:
+        """The value of option ``name`` for this case; ``None`` for a static option the runtime
+        does not read (eager has no planner)."""
+        if name not in self.honours and any(o.name == name and o.is_static for o in options_of()):
+            return None
+        return getattr(self.options, name)
+
     @property
     def id(self) -> str:
-        """A readable test id, e.g. ``resnet18-srbench-greedy_by_size-t1-cleanup-out``."""
+        """A readable test id, e.g. ``resnet18-srbench-greedy_by_size-cleanup-out-t1``: the model,
+        the runtime, then the id part of each option the runtime reads, in declaration order."""
         parts = [self.model, self.runtime]
-        if self.planner is not None:
-            parts.append(self.planner)
-        parts.append(f"t{self.threads}")
-        if "cleanup_activations" in self.honours:
-            parts.append("cleanup" if self.cleanup_activations else "nocleanup")
-        if "enable_out_variant" in self.honours:
-            parts.append("out" if self.enable_out_variant else "noout")
-        if "manage_output_tensors" in self.honours and self.manage_output_tensors:
-            parts.append("managed")
-        if self.device != "cpu":
-            parts.append(self.device)
+        for option in options_of():
+            value = self.option(option.name)
+            part = None if value is None else option.info.id_part(value)
+            if part is not None:
+                parts.append(part)
         if self.batch is not None:
             parts.append(f"b{self.batch}")
         return "-".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, **asdict(self), "honours": list(self.honours)}
+        """Plain JSON values: the fields, with each option flat beside them (``None`` where the
+        runtime does not read it)."""
+        fields = {key: value for key, value in asdict(self).items() if key != "options"}
+        options = {option.name: self.option(option.name) for option in options_of()}
+        return {"id": self.id, **fields, **options, "honours": list(self.honours)}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,207 @@
+"""The options of a case, defined once.
+
+Every option is one dataclass field below, with its default, its help text and what the rest of
+srbench needs to know of it (:class:`OptionInfo`, in the field's metadata). Everything else is
+derived from these fields: the static runtime takes :class:`StaticOptions` as they are, runtime
+plugins get :class:`RuntimeOptions`, the suite axes, the suite schema, the parts of a case id and
+the command-line flags are read off the fields. Adding an option is adding one field here.
+
+:class:`StaticOptions` are the options only a runtime that plans its own memory reads (srbench's
+static runtime lists them in its ``honours``); :class:`RuntimeOptions` adds those every runtime
+runs under (intra-op threads, device). This module imports neither torch nor the plugins, so the
+pytest plugin can read it at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from srbench.planners import DEFAULT_PLANNER, PLANNERS
+from srbench.registry import Registry
+
+_METADATA_KEY = "srbench"
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """What srbench needs to know of one option besides its name, type and default.
+
+    ``axis``: the key of the suite file's ``axes`` that sweeps it. ``schema``: the JSON schema of
+    one value. ``plugins``: for options that name a plugin (a planner), its
+    registry, so suites check names against what is installed. ``id_part``: the text it adds to a
+    case id for a value (``None``: nothing, for a default not worth repeating in every id).
+    """
+
+    axis: str
+    help: str
+    schema: Mapping[str, Any]
+    id_part: Callable[[Any], str | None]
+    plugins: Registry | None = None
+
+
+def _option(default: Any, info: OptionInfo) -> Any:
+    return dataclasses.field(default=default, metadata={_METADATA_KEY: info})
+
+
+def _flag(on: str, off: str | None = None) -> Callable[[bool], str | None]:
+    """A boolean's id part: ``on`` when true, ``off`` (or nothing) when false."""
+    return lambda value: on if value else off
+
+
+_BOOLEAN = {"type": "boolean"}
+
+
+@dataclass(frozen=True)
+class StaticOptions:
+    """How srbench's static runtime prepares and runs a model (names as in PyTorch's Static Runtime).
+
+    ``planner``: a name registered under ``srbench.planners``. ``cleanup_activations``: give the
+    slab's memory back after each run and take it again at the next (one ``resize_`` each way; the
+    tensor views into it stay valid). ``enable_out_variant``: run ops through their out variants
+    into the planned slab (off: every op that allocates runs as is, nothing is managed).
+    ``manage_output_tensors``: graph outputs are written into an arena owned by the runtime instead
+    of fresh tensors; they stay valid until the next run of the same runtime, which overwrites them.
+    ``decompose``: capture lowered to core ATen, where every op has an out variant but fused ops are
+    split into pieces.
+    """
+
+    planner: str = _option(
+        DEFAULT_PLANNER,
+        OptionInfo(
+            axis="planners",
+            help="memory planner",
+            schema={"type": "string", "minLength": 1},
+            id_part=str,
+            plugins=PLANNERS,
+        ),
+    )
+    cleanup_activations: bool = _option(
+        True,
+        OptionInfo(
+            axis="cleanup_activations",
+            help="give the slab's memory back between runs",
+            schema=_BOOLEAN,
+            id_part=_flag("cleanup", "nocleanup"),
+        ),
+    )
+    enable_out_variant: bool = _option(
+        True,
+        OptionInfo(
+            axis="enable_out_variant",
+            help="run ops as out variants into the planned slab (off: every op allocates its result)",
+            schema=_BOOLEAN,
+            id_part=_flag("out", "noout"),
+        ),
+    )
+    manage_output_tensors: bool = _option(
+        False,
+        OptionInfo(
+            axis="manage_output_tensors",
+            help="write outputs into an arena the runtime owns (valid until its next run)",
+            schema=_BOOLEAN,
+            id_part=_flag("managed"),
+        ),
+    )
+    decompose: bool = _option(
+        False,
+        OptionInfo(
+            axis="decompose",
+            help="capture lowered to core ATen (export's run_decompositions())",
+            schema=_BOOLEAN,
+            id_part=_flag("decomposed"),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class RuntimeOptions(StaticOptions):
+    """Everything a case tells its runtime: the static options (read only by runtimes that plan
+    memory) plus ``threads``, the intra-op thread count (``torch.set_num_threads``) the case runs
+    under, and ``device``, where model and inputs live."""
+
+    threads: int = _option(
+        1,
+        OptionInfo(
+            axis="threads",
+            help="intra-op threads",
+            schema={"type": "integer", "minimum": 1},
+            id_part=lambda value: f"t{value}",
+        ),
+    )
+    device: str = _option(
+        "cpu",
+        OptionInfo(
+            axis="devices",
+            help="device of model and inputs",
+            schema={"enum": ["cpu", "cuda"]},
+            id_part=lambda value: None if value == "cpu" else str(value),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option as read off its field: name, default and :class:`OptionInfo`."""
+
+    name: str
+    default: Any
+    info: OptionInfo
+
+    @property
+    def is_static(self) -> bool:
+        """Read only by runtimes that plan memory (those that list it in ``honours``)."""
+        return self.name in STATIC_OPTION_NAMES
+
+
+def options_of(cls: type[StaticOptions] = RuntimeOptions) -> tuple[Option, ...]:
+    """The options of ``cls`` in declaration order (the order of a case id's parts)."""
+    return tuple(Option(f.name, f.default, f.metadata[_METADATA_KEY]) for f in dataclasses.fields(cls))
+
+
+def plugin_options() -> tuple[tuple[Option, Registry], ...]:
+    """The options that name a plugin, each with the registry of its plugins."""
+    return tuple((option, option.info.plugins) for option in options_of() if option.info.plugins is not None)
+
+
+STATIC_OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StaticOptions))
+
+_Options = TypeVar("_Options", bound=StaticOptions)
+
+
+def add_option_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type[StaticOptions]) -> None:
+    """One flag per option of ``cls``: ``--planner NAME``, ``--threads N``, and for booleans
+    ``--cleanup-activations`` / ``--no-cleanup-activations``; defaults are the options' own."""
+    for option in options_of(cls):
+        flag = "--" + option.name.replace("_", "-")
+        help_text = f"{option.info.help} (default: %(default)s)"
+        if isinstance(option.default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=option.default, help=help_text)
+        elif "enum" in option.info.schema:
+            parser.add_argument(flag, choices=list(option.info.schema["enum"]), default=option.default, help=help_text)
+        else:
+            kind = type(option.default)
+            parser.add_argument(flag, type=_at_least(kind, option.info.schema), default=option.default, help=help_text)
+
+
+def _at_least(kind: type, schema: Mapping[str, Any]) -> Callable[[str], Any]:
+    minimum = schema.get("minimum")
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__}, got {text!r}") from None
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"expected at least {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+def options_from_flags(args: argparse.Namespace, cls: type[_Options]) -> _Options:
+    """The ``cls`` options that :func:`add_option_flags` put in ``args``."""
+    return cls(**{option.name: getattr(args, option.name) for option in options_of(cls)})

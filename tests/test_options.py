@@ -1,0 +1,106 @@
+"""The options are defined once (srbench.options); the suite axes, the schema, case ids, the CLI
+flags and the runtimes all read them from there."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import textwrap
+
+import pytest
+import torch
+
+from srbench.options import (
+    STATIC_OPTION_NAMES,
+    RuntimeOptions,
+    StaticOptions,
+    add_option_flags,
+    options_from_flags,
+    options_of,
+)
+from srbench.runtimes import get_runtime
+from srbench.suites import SuiteError, load_suite
+from srbench.suites.expand import default_axes
+from srbench.suites.schema import SUITE_SCHEMA
+
+
+def test_runtime_options_are_the_static_options_plus_threads_and_device():
+    static = [option.name for option in options_of(StaticOptions)]
+    every = [option.name for option in options_of(RuntimeOptions)]
+    assert every == [*static, "threads", "device"]
+    assert tuple(static) == STATIC_OPTION_NAMES
+    assert isinstance(RuntimeOptions(), StaticOptions)
+
+
+def test_every_option_is_a_suite_axis_a_rule_key_and_has_a_default_axis():
+    axes = SUITE_SCHEMA["properties"]["axes"]["properties"]
+    rules = SUITE_SCHEMA["properties"]["exclude"]["items"]["properties"]
+    defaults = default_axes()
+    for option in options_of():
+        assert axes[option.info.axis]["items"] == dict(option.info.schema)
+        assert option.name in rules
+        assert defaults[option.info.axis] == [option.default]
+
+
+def test_flags_round_trip_every_static_option():
+    parser = argparse.ArgumentParser()
+    add_option_flags(parser, StaticOptions)
+    assert options_from_flags(parser.parse_args([]), StaticOptions) == StaticOptions()
+    args = parser.parse_args(
+        ["--planner", "linear_scan", "--no-cleanup-activations", "--no-enable-out-variant", "--decompose"]
+    )
+    assert options_from_flags(args, StaticOptions) == StaticOptions(
+        planner="linear_scan", cleanup_activations=False, enable_out_variant=False, decompose=True
+    )
+
+
+def test_integer_flags_are_checked_against_the_schema_minimum(capsys):
+    parser = argparse.ArgumentParser()
+    add_option_flags(parser, RuntimeOptions)
+    assert options_from_flags(parser.parse_args(["--threads", "2"]), RuntimeOptions).threads == 2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--threads", "0"])
+    assert "expected at least 1" in capsys.readouterr().err
+
+
+def _suite(tmp_path, text: str):
+    path = tmp_path / "suite.yaml"
+    path.write_text(textwrap.dedent(text))
+    return load_suite(path)
+
+
+def test_decompose_reaches_srbench_from_a_suite(tmp_path):
+    suite = _suite(
+        tmp_path,
+        """
+        axes:
+          models: {names: [mlp]}
+          runtimes: [srbench, eager]
+          decompose: [true]
+        """,
+    )
+    srbench, eager = suite.cases
+    assert srbench.id == "mlp-srbench-greedy_by_size-cleanup-out-decomposed-t1"
+    assert eager.id == "mlp-eager-t1" and eager.option("decompose") is None
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    runtime = get_runtime("srbench")(model, (torch.randn(2, 4),), srbench.options)
+    assert runtime.module.options.decompose is True
+    targets = {str(node.target) for node in runtime.module.prepared.captured.graph.nodes}
+    assert "aten.linear.default" not in targets and "aten.addmm.default" in targets  # core ATen
+
+
+def test_a_bad_option_value_names_the_axis(tmp_path):
+    with pytest.raises(SuiteError, match=r"axes\.decompose\[0\]: expected boolean"):
+        _suite(tmp_path, "axes: {models: {names: [mlp]}, runtimes: [srbench], decompose: [yes please]}")
+
+
+def test_unknown_planner_in_an_axis_or_a_rule_is_named_with_the_nearest(tmp_path):
+    with pytest.raises(SuiteError, match=r"axes\.planners\[0\]: unknown planner 'gredy'"):
+        _suite(tmp_path, "axes: {models: {names: [mlp]}, runtimes: [srbench], planners: [gredy]}")
+    with pytest.raises(SuiteError, match=r"exclude\[0\]\.planner: unknown planner 'naiv'; did you mean 'naive'"):
+        _suite(tmp_path, "axes: {models: {names: [mlp]}, runtimes: [srbench]}\nexclude: [{planner: naiv}]")
+
+
+def test_options_are_frozen_records():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RuntimeOptions().threads = 2  # type: ignore[misc]
