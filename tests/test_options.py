@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import textwrap
 
 import pytest
@@ -19,7 +20,7 @@ from srbench.options import (
     options_of,
 )
 from srbench.runtimes import get_runtime
-from srbench.suites import SuiteError, load_suite
+from srbench.suites import CaseSpec, SuiteError, load_suite
 from srbench.suites.expand import default_axes
 from srbench.suites.schema import SUITE_SCHEMA
 
@@ -104,3 +105,18 @@ def test_unknown_planner_in_an_axis_or_a_rule_is_named_with_the_nearest(tmp_path
 def test_options_are_frozen_records():
     with pytest.raises(dataclasses.FrozenInstanceError):
         RuntimeOptions().threads = 2  # type: ignore[misc]
+
+
+def test_a_case_survives_its_json(tmp_path):
+    suite = _suite(
+        tmp_path,
+        """
+        axes:
+          models: {names: [mlp]}
+          runtimes: [srbench, eager]
+          threads: [2]
+          manage_output_tensors: [true]
+        """,
+    )
+    for case in suite.cases:
+        assert CaseSpec.from_json(json.loads(json.dumps(case.to_json()))) == case

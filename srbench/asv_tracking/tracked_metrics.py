@@ -33,9 +33,7 @@ def tracked_op_times(seconds_by_kind: Mapping[str, float]) -> dict[str, float]:
 
 def case_from_json(data: Mapping[str, Any]) -> CaseSpec:
     """The inverse of ``CaseSpec.to_json()``."""
-    fields = {key: value for key, value in data.items() if key != "id"}
-    fields["honours"] = tuple(fields.get("honours", ()))
-    return CaseSpec(**fields)
+    return CaseSpec.from_json(data)
 
 
 def not_applicable_errors() -> tuple[type[BaseException], ...]:
