@@ -1,18 +1,31 @@
-"""Latency and peak memory of eager PyTorch, srbench's static runtime and PyTorch's C++ Static
-Runtime, side by side, on the built-in models at batch 1 and one thread.
+"""Latency and memory of every runtime side by side, one table per model (batch 1, one thread
+unless asked): eager, srbench's static runtime, PyTorch's C++ Static Runtime, TorchScript,
+torch.compile and ONNX Runtime.
 
-Not a timed test: run it as a script and read the table.
+Not a timed test: run it as a script and read the tables.
 
-    .venv/bin/python benchmarks/runtime_latency.py                     # every built-in model
-    .venv/bin/python benchmarks/runtime_latency.py --models mlp dlrm --repeats 500 --json out.json
+    .venv/bin/python benchmarks/runtime_latency.py                          # every built-in model, dlrm also at batch 32
+    .venv/bin/python benchmarks/runtime_latency.py --models mlp dlrm@32 --repeats 500 --json out.json
+    .venv/bin/python benchmarks/runtime_latency.py --runtimes eager srbench static_runtime
 
-The three runtimes are timed in interleaved rounds (one call of each per round, in rotating
-order) so that load from other processes hits them alike; the figure is the median over rounds.
-Eager runs under ``torch.inference_mode``; PyTorch's Static Runtime runs a frozen TorchScript
-module through ``torch._C._jit_to_static_module`` (the ``static_runtime`` runtime plugin). Peak
-memory of one forward is observed with ``torch.profiler`` (``profile_memory=True``): for srbench
-it is the slab plus every unmanaged allocation, since the slab is taken at the start of a run
-(``cleanup_activations``). Minor page faults per call come from ``resource.getrusage``.
+Every runtime is prepared through its plugin (``srbench.runtimes``); one that cannot take the
+model (or cannot work on this machine: torch.compile without a C++ compiler, ONNX Runtime without
+the ``onnx`` extra) gets a line with the reason instead of a row. All runtimes of a model are
+timed in interleaved rounds (one call of each per round, in rotating order) so that load from
+other processes hits them alike; the figure is the median over rounds, and ratios to eager are
+taken from the same rounds. Per runtime, after timing:
+
+* **peak**: the most bytes one call holds, counted from torch's allocator by ``torch.profiler``
+  (``profile_memory=True``) from zero at the call's start, outputs included, plus memory the
+  runtime holds across calls for its activations (srbench's slab when it is kept between runs).
+  ONNX Runtime allocates through its own arena, which the profiler does not see: "n/a".
+* **allocs**: allocations of torch's allocator during one call.
+* **faults**: minor page faults per call (``resource.getrusage``), the cost of giving memory back
+  to the OS and taking it again.
+* **managed**: for srbench, the share of the graph's intermediate bytes its plan places in the slab.
+
+Each runtime's outputs are checked against eager's under the model's tolerance (looser for the
+runtimes that fold batch norm, as in ``suites/full.yaml``); a mismatch is reported under the table.
 
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
@@ -25,54 +38,63 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-RUNTIMES = ("eager", "srbench", "static_runtime")
+RUNTIMES = ("eager", "srbench", "static_runtime", "torchscript", "compile", "onnxruntime")
+LABELS = {
+    "eager": "eager",
+    "srbench": "srbench",
+    "static_runtime": "C++ Static Runtime",
+    "torchscript": "TorchScript",
+    "compile": "torch.compile",
+    "onnxruntime": "ONNX Runtime",
+}
+# Runtimes whose graph optimisers fold batch norm into convolutions (see suites/full.yaml).
+_FOLDING = ("static_runtime", "torchscript", "onnxruntime", "compile")
+_FOLDED_ATOL = 1e-3
 
 
 @dataclass(frozen=True)
-class LatencyRow:
+class RuntimeRow:
+    runtime: str
+    median_us: float
+    ratio_to_eager: float
+    peak_bytes: int | None
+    allocations: int | None
+    page_faults: float
+    managed_share: float | None = None  # srbench: managed intermediate bytes / all intermediate bytes
+    slab_bytes: int | None = None
+    matches_eager: bool = True
+
+
+@dataclass(frozen=True)
+class ModelTable:
     model: str
-    eager_us: float
-    srbench_us: float
-    static_runtime_us: float | None
-    srbench_ratio: float  # srbench / eager (below 1 is faster than eager)
-    static_runtime_ratio: float | None
-    srbench_to_static_runtime: float | None
-    eager_peak_bytes: int
-    srbench_peak_bytes: int
-    srbench_slab_bytes: int
-    eager_faults: float
-    srbench_faults: float
-    static_runtime_note: str = ""
+    batch: int
+    rows: tuple[RuntimeRow, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def row(self, runtime: str) -> RuntimeRow | None:
+        return next((row for row in self.rows if row.runtime == runtime), None)
 
 
-def _runners(name: str) -> tuple[dict[str, Callable[[], Any]], Any, str]:
-    import torch
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:160] if text else ''}"
 
+
+def _prepare(names: Sequence[str], model: Any, inputs: tuple, threads: int) -> tuple[dict[str, Any], list[str]]:
+    from srbench.graph import CaptureError
     from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, get_runtime
-    from srbench.static import StaticModule, StaticOptions
-    from srbench.zoo import load_zoo
 
-    case = load_zoo().get(name)
-    model = case.model()
-    inputs = case.example_inputs(0, batch=1)
-
-    def eager() -> Any:
-        with torch.inference_mode():
-            return model(*inputs)
-
-    static = StaticModule(model, inputs, StaticOptions(), name=name)
-    runtime = static.runtime()
-    runners: dict[str, Callable[[], Any]] = {"eager": eager, "srbench": lambda: runtime(*inputs)}
-    note = ""
-    try:
-        cxx = get_runtime("static_runtime")(model, inputs, RuntimeOptions())
-        runners["static_runtime"] = lambda: cxx(*inputs)
-    except (UnsupportedRuntime, RuntimeError) as error:
-        note = str(error).splitlines()[0][:80]
-    return runners, static, note
+    prepared, notes = {}, []
+    for name in names:
+        try:
+            prepared[name] = get_runtime(name)(model, inputs, RuntimeOptions(threads=threads))
+        except (UnsupportedRuntime, CaptureError, RuntimeError) as error:
+            notes.append(f"{LABELS[name]} unavailable: {_first_line(error)}")
+    return prepared, notes
 
 
 def _interleaved_medians(runners: dict[str, Callable[[], Any]], repeats: int, warmup: int) -> dict[str, float]:
@@ -89,36 +111,86 @@ def _interleaved_medians(runners: dict[str, Callable[[], Any]], repeats: int, wa
             start = clock()
             run()
             samples[name].append(clock() - start)
-    return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def measure_model(name: str, repeats: int = 300, warmup: int = 20) -> LatencyRow:
-    """Latency (µs, median), peak memory (bytes) and page faults of one built-in model."""
+def _matches(got: Any, want: Any, rtol: float, atol: float) -> bool:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    got_leaves, got_spec = pytree.tree_flatten(got)
+    want_leaves, want_spec = pytree.tree_flatten(want)
+    if got_spec != want_spec:
+        return False
+    return all(
+        torch.allclose(g, w, rtol=rtol, atol=atol) if isinstance(w, torch.Tensor) else g == w
+        for g, w in zip(got_leaves, want_leaves)
+    )
+
+
+def _held_bytes(runtime: Any) -> int:
+    """Activation memory a runtime holds between calls, outside what one call allocates."""
+    inner = getattr(runtime, "runtime", None)
+    return int(getattr(inner, "slab_bytes", 0) or 0)
+
+
+def _srbench_plan(runtime: Any) -> tuple[float | None, int | None]:
+    prepared = getattr(getattr(runtime, "module", None), "prepared", None)
+    if prepared is None:
+        return None, None
+    intermediate = sum(record.size for record in prepared.analysis.records)
+    share = prepared.managed_bytes / intermediate if intermediate else 1.0
+    return share, prepared.slab_bytes
+
+
+def measure_model(
+    name: str,
+    *,
+    batch: int | None = None,
+    runtimes: Sequence[str] = RUNTIMES,
+    repeats: int = 300,
+    warmup: int = 20,
+    threads: int = 1,
+) -> ModelTable:
+    """One model's table; see the module docstring."""
     import torch
 
     from srbench.measure.memory import observe_allocations, page_faults_per_run
+    from srbench.zoo import load_zoo
 
-    torch.set_num_threads(1)
-    runners, static, note = _runners(name)
+    torch.set_num_threads(threads)
+    case = load_zoo().get(name)
+    model = case.model()
+    inputs = case.example_inputs(0, batch=batch if batch is not None else 1)
+    with torch.inference_mode():
+        expected = model(*inputs)
+    prepared, notes = _prepare(runtimes, model, inputs, threads)
+    runners = {runtime: (lambda r=r: r(*inputs)) for runtime, r in prepared.items()}
     medians = _interleaved_medians(runners, repeats, warmup)
-    eager_memory = observe_allocations(runners["eager"])
-    srbench_memory = observe_allocations(runners["srbench"])
-    cxx = medians.get("static_runtime")
-    return LatencyRow(
-        model=name,
-        eager_us=medians["eager"],
-        srbench_us=medians["srbench"],
-        static_runtime_us=cxx,
-        srbench_ratio=medians["srbench"] / medians["eager"],
-        static_runtime_ratio=cxx / medians["eager"] if cxx else None,
-        srbench_to_static_runtime=medians["srbench"] / cxx if cxx else None,
-        eager_peak_bytes=eager_memory.peak_bytes,
-        srbench_peak_bytes=srbench_memory.peak_bytes,
-        srbench_slab_bytes=static.prepared.slab_bytes,
-        eager_faults=page_faults_per_run(runners["eager"]),
-        srbench_faults=page_faults_per_run(runners["srbench"]),
-        static_runtime_note=note,
-    )
+    eager = medians.get("eager")
+    rows = []
+    for runtime, run in runners.items():
+        atol = max(case.atol, _FOLDED_ATOL) if runtime in _FOLDING and case.family == "vision" else case.atol
+        matches = _matches(run(), expected, case.rtol, atol)
+        if not matches:
+            notes.append(f"{LABELS[runtime]}: outputs differ from eager's beyond rtol={case.rtol}, atol={atol}")
+        observable = runtime != "onnxruntime"
+        observed = observe_allocations(run) if observable else None
+        share, slab = _srbench_plan(prepared[runtime]) if runtime == "srbench" else (None, None)
+        rows.append(
+            RuntimeRow(
+                runtime=runtime,
+                median_us=medians[runtime] * 1e6,
+                ratio_to_eager=medians[runtime] / eager if eager else float("nan"),
+                peak_bytes=observed.peak_bytes + _held_bytes(prepared[runtime]) if observed else None,
+                allocations=observed.allocations if observed else None,
+                page_faults=page_faults_per_run(run),
+                managed_share=share,
+                slab_bytes=slab,
+                matches_eager=matches,
+            )
+        )
+    return ModelTable(model=name, batch=inputs[0].shape[0] if inputs else 1, rows=tuple(rows), notes=tuple(notes))
 
 
 def builtin_models() -> list[str]:
@@ -127,69 +199,68 @@ def builtin_models() -> list[str]:
     return [case.name for case in load_zoo().select(providers=["builtin"])]
 
 
-def _format(value: float | None, pattern: str) -> str:
-    return "n/a" if value is None else format(value, pattern)
+def _kib(value: int | None) -> str:
+    return "n/a" if value is None else f"{value / 1024:,.0f}"
 
 
-def table(rows: Sequence[LatencyRow]) -> str:
-    header = (
-        "model",
-        "eager µs",
-        "srbench µs",
-        "C++ SR µs",
-        "srbench/eager",
-        "C++ SR/eager",
-        "srbench/C++ SR",
-        "eager peak KiB",
-        "srbench peak KiB",
-        "slab KiB",
-        "faults e/s",
-    )
-    body = [
-        (
-            row.model,
-            f"{row.eager_us:.1f}",
-            f"{row.srbench_us:.1f}",
-            _format(row.static_runtime_us, ".1f"),
-            f"{row.srbench_ratio:.2f}x",
-            _format(row.static_runtime_ratio, ".2f") + ("x" if row.static_runtime_ratio else ""),
-            _format(row.srbench_to_static_runtime, ".2f") + ("x" if row.srbench_to_static_runtime else ""),
-            f"{row.eager_peak_bytes / 1024:.0f}",
-            f"{row.srbench_peak_bytes / 1024:.0f}",
-            f"{row.srbench_slab_bytes / 1024:.0f}",
-            f"{row.eager_faults:.0f}/{row.srbench_faults:.0f}",
+def table(result: ModelTable) -> str:
+    """One model's results as a Markdown table, the notes under it."""
+    eager = result.row("eager")
+    header = ["runtime", "median µs", "/ eager", "peak KiB", "/ eager peak", "allocs", "faults", "managed"]
+    lines = [f"#### {result.model} (batch {result.batch})", "", "| " + " | ".join(header) + " |"]
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    for row in result.rows:
+        peak_ratio = (
+            f"{row.peak_bytes / eager.peak_bytes:.2f}x"
+            if row.peak_bytes is not None and eager is not None and eager.peak_bytes
+            else "n/a"
         )
-        for row in rows
-    ]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
-        for line in [header, *body]
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = [
-        f"  {row.model}: C++ Static Runtime unavailable ({row.static_runtime_note})"
-        for row in rows
-        if row.static_runtime_note
-    ]
-    return "\n".join(lines + notes)
+        cells = [
+            LABELS[row.runtime],
+            f"{row.median_us:,.1f}",
+            f"{row.ratio_to_eager:.2f}x",
+            _kib(row.peak_bytes),
+            peak_ratio,
+            "n/a" if row.allocations is None else str(row.allocations),
+            f"{row.page_faults:.0f}",
+            "" if row.managed_share is None else f"{100 * row.managed_share:.0f}%",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [f"- {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+def _model_spec(text: str) -> tuple[str, int | None]:
+    name, _, batch = text.partition("@")
+    if batch and (not batch.isdigit() or int(batch) < 1):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME or NAME@BATCH with a positive batch")
+    return name, int(batch) if batch else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="*", help="zoo model names (default: every built-in model)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument(
+        "--models", nargs="*", type=_model_spec, help="NAME or NAME@BATCH (default: every built-in model, and dlrm@32)"
+    )
+    parser.add_argument("--runtimes", nargs="*", choices=RUNTIMES, default=list(RUNTIMES))
     parser.add_argument("--repeats", type=int, default=300, help="timed rounds per model (default 300)")
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON to PATH")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", metavar="PATH", help="also write the tables as JSON to PATH")
     args = parser.parse_args(argv)
-    rows = []
-    for name in args.models or builtin_models():
-        rows.append(measure_model(name, repeats=args.repeats, warmup=args.warmup))
-        print(f"measured {name}", file=sys.stderr, flush=True)
-    print(table(rows))
+    runtimes = ["eager", *[r for r in args.runtimes if r != "eager"]]
+    models = args.models or [*((name, None) for name in builtin_models()), ("dlrm", 32)]
+    results = []
+    for name, batch in models:
+        result = measure_model(
+            name, batch=batch, runtimes=runtimes, repeats=args.repeats, warmup=args.warmup, threads=args.threads
+        )
+        results.append(result)
+        print(table(result) + "\n", flush=True)
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump([asdict(row) for row in rows], handle, indent=2)
+        from srbench.fileio import atomic_write_text
+
+        atomic_write_text(args.json, json.dumps([asdict(result) for result in results], indent=2))
     return 0
 
 
