@@ -4,7 +4,7 @@ torch.compile and ONNX Runtime.
 
 Not a timed test: run it as a script and read the tables.
 
-    .venv/bin/python benchmarks/runtime_latency.py                          # every built-in model, dlrm also at batch 32
+    .venv/bin/python benchmarks/runtime_latency.py            # every built-in model, dlrm also at batch 32
     .venv/bin/python benchmarks/runtime_latency.py --models mlp dlrm@32 --repeats 500 --json out.json
     .venv/bin/python benchmarks/runtime_latency.py --runtimes eager srbench static_runtime
 
