@@ -6,10 +6,17 @@ second shape, and on the first inputs again (a runtime that plans memory for one
 neither give a wrong answer on another nor stay broken after it). Every output is compared with
 eager's by ``torch.testing.assert_close`` under the case's tolerance; a failure names the run,
 the output, and the largest absolute and relative difference.
+
+Outputs are matched by their path in the output structure, which must be eager's (container
+types, dict keys as a set, lengths), so permuted or renamed outputs are caught, not compared
+crosswise. Before any output is read, the protocol checks that its memory is still there: a
+runtime that returns a view of memory it releases after the run would otherwise crash the check.
+Tolerances that would switch the comparison off (infinite, NaN, negative) are refused.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +57,61 @@ def leaves(value: Any) -> list[tuple[str, Any]]:
     return [(pytree.keystr(path) or "output", leaf) for path, leaf in flat]
 
 
+def _kind(spec: pytree.TreeSpec) -> str:
+    if spec.is_leaf():
+        return "value"
+    kind = spec.context if isinstance(spec.context, type) else spec.type  # a namedtuple's class
+    return getattr(kind, "__name__", str(kind))
+
+
+def structure_difference(actual: Any, expected: Any) -> str | None:
+    """Where the runtime's output is shaped unlike eager's (container types, dict keys, lengths),
+    the first place, or ``None``. Dict keys are compared as sets: their order is not semantics."""
+
+    def walk(got: pytree.TreeSpec, want: pytree.TreeSpec, path: str) -> str | None:
+        where = path or "the output"
+        if got.is_leaf() or want.is_leaf() or got.type is not want.type:
+            if got.is_leaf() and want.is_leaf():
+                return None
+            return f"{where} is a {_kind(got)} in the runtime's answer, a {_kind(want)} in eager's"
+        if isinstance(want.context, list) and isinstance(got.context, list):  # dict-like: keys
+            missing = [k for k in want.context if k not in got.context]
+            extra = [k for k in got.context if k not in want.context]
+            if missing or extra:
+                return f"{where} has keys {got.context}, eager's {want.context}"
+            children = dict(zip(got.context, got.children()))
+            pairs = [(children[k], child, f"{path}[{k!r}]") for k, child in zip(want.context, want.children())]
+        elif got.context != want.context:
+            return f"{where} is a {_kind(got)} in the runtime's answer, a {_kind(want)} in eager's"
+        elif got.num_children != want.num_children:
+            return f"{where} has {got.num_children} elements, eager's {want.num_children}"
+        else:
+            pairs = [(a, b, f"{path}[{i}]") for i, (a, b) in enumerate(zip(got.children(), want.children()))]
+        return next((d for a, b, p in pairs if (d := walk(a, b, p)) is not None), None)
+
+    return walk(pytree.tree_structure(actual), pytree.tree_structure(expected), "")
+
+
+def released_memory(tensor: torch.Tensor) -> str | None:
+    """Why reading ``tensor`` would read memory it no longer has (a view into storage that was
+    resized away, as a runtime's released slab is), or ``None``. Reading such a tensor can crash
+    the process, so the protocol checks this before it reads any output."""
+    if tensor.layout != torch.strided or tensor.numel() == 0:
+        return None
+    extent = tensor.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride()))
+    needed, held = extent * tensor.element_size(), tensor.untyped_storage().nbytes()
+    if needed <= held:
+        return None
+    return f"it views {needed} bytes of a storage that now holds {held}: the runtime released memory it returned"
+
+
+def _check_readable(value: Any, what: str, run: str) -> None:
+    for path, leaf in leaves(value):
+        problem = released_memory(leaf) if isinstance(leaf, torch.Tensor) else None
+        if problem:
+            raise EquivalenceError(f"{run}: {what} {path} cannot be read: {problem}")
+
+
 def difference(output: str, actual: Any, expected: Any) -> Difference:
     if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)) or actual.shape != expected.shape:
         return Difference(output, float("nan"), float("nan"))
@@ -65,16 +127,31 @@ def difference(output: str, actual: Any, expected: Any) -> Difference:
     return Difference(output, absolute.max().item(), relative.max().item())
 
 
+def check_tolerance(rtol: float, atol: float) -> None:
+    """Refuse tolerances that switch the comparison off (infinite, NaN) or make no sense (negative)."""
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
 def compare(actual: Any, expected: Any, *, rtol: float, atol: float, run: str) -> list[Difference]:
-    """Compare every output leaf; raise :class:`EquivalenceError` on the first that differs."""
+    """Compare every output leaf, matched by its path; raise :class:`EquivalenceError` on the
+    first that differs (in structure, type, shape, dtype, device or values)."""
+    check_tolerance(rtol, atol)
+    _check_readable(actual, "output", run)
     got, want = leaves(actual), leaves(expected)
     if len(got) != len(want):
         raise EquivalenceError(
             f"{run}: the runtime returned {len(got)} output values ({', '.join(p for p, _ in got)}), "
             f"eager {len(want)} ({', '.join(p for p, _ in want)})"
         )
+    shape = structure_difference(actual, expected)
+    if shape is not None:
+        raise EquivalenceError(f"{run}: the runtime's output is structured unlike eager's: {shape}")
+    by_path = dict(got)
     differences = []
-    for (path, actual_leaf), (_, expected_leaf) in zip(got, want):
+    for path, expected_leaf in want:
+        actual_leaf = by_path[path]
         diff = difference(path, actual_leaf, expected_leaf)
         try:
             torch.testing.assert_close(
@@ -94,6 +171,7 @@ def _snapshot(value: Any) -> Any:
 
 
 def _check_unchanged(now: Any, before: Any, what: str, run: str) -> None:
+    _check_readable(now, what, run)
     for (path, current), (_, saved) in zip(leaves(now), leaves(before)):
         try:
             torch.testing.assert_close(current, saved, rtol=0, atol=0, equal_nan=True)
@@ -118,6 +196,7 @@ def check_equivalence(
     buffers again), the outputs of the first run must survive the second run unchanged: a runtime
     must not return memory it overwrites on the next call.
     """
+    check_tolerance(rtol, atol)
     differences: list[Difference] = []
 
     def run(name: str, inputs: tuple, expected: Any) -> Any:
