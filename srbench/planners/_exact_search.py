@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -162,53 +163,102 @@ def _partition(group: list[int], firsts: Sequence[int], lasts: Sequence[int], si
     )
 
 
+class Problem(NamedTuple):
+    """What one search reads and never writes: a partition's arrays, its static order, the capacity."""
+
+    size: np.ndarray
+    section_lo: np.ndarray
+    section_hi: np.ndarray
+    neighbour_ptr: np.ndarray
+    neighbour_idx: np.ndarray
+    member_ptr: np.ndarray
+    member_idx: np.ndarray
+    by_start: np.ndarray
+    start_ptr: np.ndarray
+    rank: np.ndarray  # position of each buffer in the static order
+    capacity: int
+    alignment: int
+
+
+class Progress(NamedTuple):
+    """Where one search is: everything it writes, so that it stops and resumes exactly.
+
+    ``total`` holds the bytes of unplaced buffers per section as the leaves of a max segment
+    tree (leaf s at ``half + s``); ``cuts[s]`` counts the unplaced buffers alive in both
+    sections s and s + 1; ``level`` has one column per depth (rows ``_BUFFER`` ...), ``frame``
+    one per open split (rows ``_BASE`` ...), ``piece`` the section ranges of the splits' pieces;
+    the trails hold (index, old value) pairs to undo; ``ctl`` the scalars (slots ``_DEPTH`` ...).
+    """
+
+    offset: np.ndarray
+    min_offset: np.ndarray
+    floor: np.ndarray
+    total: np.ndarray
+    cuts: np.ndarray
+    scratch: np.ndarray
+    mark: np.ndarray
+    level: np.ndarray
+    frame: np.ndarray
+    piece: np.ndarray
+    offset_trail: np.ndarray
+    section_trail: np.ndarray
+    ctl: np.ndarray
+
+
 class SearchState:
     """One resumable search: a partition, a capacity, a static order, and where the search is."""
 
     def __init__(self, partition: Partition, capacity: int, heuristic: str, alignment: int):
         count, num_sections = partition.size.shape[0], partition.num_sections
-        self.partition = partition
-        self.capacity = capacity
-        self.heuristic = heuristic
-        self.alignment = alignment
-        self.rank = partition.preorder_rank(heuristic)
-        self.offset = np.full(count, -1, dtype=np.int64)
-        self.min_offset = np.zeros(count, dtype=np.int64)
-        self.floor = np.zeros(num_sections, dtype=np.int64)
-        # Bytes of unplaced buffers per section, as the leaves of a max segment tree (leaf s at
-        # half + s), so the largest total of a section range is a logarithmic query.
+        self.problem = Problem(
+            size=partition.size,
+            section_lo=partition.section_lo,
+            section_hi=partition.section_hi,
+            neighbour_ptr=partition.neighbour_ptr,
+            neighbour_idx=partition.neighbour_idx,
+            member_ptr=partition.member_ptr,
+            member_idx=partition.member_idx,
+            by_start=partition.by_start,
+            start_ptr=partition.start_ptr,
+            rank=partition.preorder_rank(heuristic),
+            capacity=capacity,
+            alignment=alignment,
+        )
         half = 1 << max(num_sections - 1, 1).bit_length()
-        self.total = np.zeros(2 * half, dtype=np.int64)
-        self.total[half : half + num_sections] = partition.section_total
+        total = np.zeros(2 * half, dtype=np.int64)
+        total[half : half + num_sections] = partition.section_total
         level = half
         while level > 1:
-            self.total[level // 2 : level] = np.maximum(
-                self.total[level : 2 * level : 2], self.total[level + 1 : 2 * level : 2]
-            )
+            total[level // 2 : level] = np.maximum(total[level : 2 * level : 2], total[level + 1 : 2 * level : 2])
             level //= 2
-        # cuts[s]: unplaced buffers alive in both section s and s + 1; zero splits the problem.
         crossings = np.zeros(num_sections + 1, dtype=np.int64)
         np.add.at(crossings, partition.section_lo, 1)
         np.add.at(crossings, partition.section_hi - 1, -1)
-        self.cuts = np.cumsum(crossings)[:num_sections]
-        self.scratch = np.zeros(num_sections, dtype=np.int64)
-        self.mark = np.zeros(num_sections, dtype=np.int64)
-        self.level = np.zeros((_LEVEL_ROWS, count + 1), dtype=np.int64)
-        self.frame = np.zeros((_FRAME_ROWS, count + 1), dtype=np.int64)
-        # Pieces of the open splits nest (a laminar family over the sections): at most 2S of them.
-        self.piece = np.zeros((2, 2 * num_sections + 2), dtype=np.int64)
-        # Each placement raises each neighbour's minimum offset at most once: this bound is exact.
-        self.offset_trail = np.zeros((2, max(partition.neighbour_idx.shape[0], 1)), dtype=np.int64)
-        self.section_trail = np.zeros(
-            (2, max(4 * int((partition.section_hi - partition.section_lo).sum()), 64)), np.int64
+        self.progress = Progress(
+            offset=np.full(count, -1, dtype=np.int64),
+            min_offset=np.zeros(count, dtype=np.int64),
+            floor=np.zeros(num_sections, dtype=np.int64),
+            total=total,
+            cuts=np.cumsum(crossings)[:num_sections],
+            scratch=np.zeros(num_sections, dtype=np.int64),
+            mark=np.zeros(num_sections, dtype=np.int64),
+            level=np.zeros((_LEVEL_ROWS, count + 1), dtype=np.int64),
+            frame=np.zeros((_FRAME_ROWS, count + 1), dtype=np.int64),
+            # Pieces of the open splits nest (a laminar family over the sections): at most 2S of them.
+            piece=np.zeros((2, 2 * num_sections + 2), dtype=np.int64),
+            # Each placement raises each neighbour's minimum offset at most once: this bound is exact.
+            offset_trail=np.zeros((2, max(partition.neighbour_idx.shape[0], 1)), dtype=np.int64),
+            section_trail=np.zeros(
+                (2, max(4 * int((partition.section_hi - partition.section_lo).sum()), 64)), np.int64
+            ),
+            ctl=np.zeros(_CTL_SLOTS, dtype=np.int64),
         )
-        self.ctl = np.zeros(_CTL_SLOTS, dtype=np.int64)
         self.status = EXHAUSTED if partition.lower_bound > capacity else 0
 
     @property
     def steps(self) -> int:
         """Work done so far: nodes entered plus placements tried."""
-        return int(self.ctl[_WORK])
+        return int(self.progress.ctl[_WORK])
 
     @property
     def done(self) -> bool:
@@ -219,54 +269,34 @@ class SearchState:
         if self.done:
             return self.status
         while True:
-            status = _search(
-                self.partition.size,
-                self.partition.section_lo,
-                self.partition.section_hi,
-                self.partition.neighbour_ptr,
-                self.partition.neighbour_idx,
-                self.partition.member_ptr,
-                self.partition.member_idx,
-                self.partition.by_start,
-                self.partition.start_ptr,
-                self.rank,
-                self.capacity,
-                self.alignment,
-                self.offset,
-                self.min_offset,
-                self.floor,
-                self.total,
-                self.cuts,
-                self.scratch,
-                self.mark,
-                self.level,
-                self.frame,
-                self.piece,
-                self.offset_trail,
-                self.section_trail,
-                self.ctl,
-                budget,
-            )
+            status = _search(self.problem, self.progress, budget)
             if status != TRAIL_FULL:
                 self.status = status
                 return status
-            self.section_trail = np.concatenate([self.section_trail, np.zeros_like(self.section_trail)], axis=1)
+            trail = self.progress.section_trail
+            self.progress = self.progress._replace(section_trail=np.concatenate([trail, np.zeros_like(trail)], axis=1))
 
     def offsets(self) -> np.ndarray:
         """The packing found (local buffer order); only meaningful once FOUND."""
-        return self.offset.copy()
+        return self.progress.offset.copy()
 
 
-# Rows of SearchState.level (one column per depth).
+# Rows of Progress.level (one column per depth).
 _BUFFER, _KEY_OFFSET, _KEY_RANK, _MIN_HEIGHT, _OFFSET_MARK, _SECTION_MARK = range(6)
 _LEVEL_ROWS = 6
-# Rows of SearchState.frame (one column per open split): the depth it opened at, its pieces
-# (first index into SearchState.piece and how many), the piece being solved and its first depth.
+# Rows of Progress.frame (one column per open split): the depth it opened at, its pieces
+# (first index into Progress.piece and how many), the piece being solved and its first depth.
 _BASE, _FIRST_PIECE, _PIECES, _CURRENT, _PIECE_START = range(5)
 _FRAME_ROWS = 5
-# Slots of SearchState.ctl.
+# Slots of Progress.ctl.
 _DEPTH, _PHASE, _OFFSET_TOP, _SECTION_TOP, _WORK, _STAMP, _FRAMES = range(7)
 _CTL_SLOTS = 7
+
+
+# The compiled helpers take the arrays they use, never the Problem and Progress tuples: numba
+# passes a tuple of arrays by value, with a reference count taken on each array, on every call,
+# which kept calls from being inlined and made the search a third slower. Only _search, called
+# once per slice of work, takes the tuples and unpacks them.
 
 
 @njit(cache=True)
@@ -316,23 +346,214 @@ def _scope(frame, piece, frames, num_sections):
 
 
 @njit(cache=True)
-def _undo(
-    level,
-    depth,
-    size,
-    section_lo,
-    section_hi,
-    offset,
-    min_offset,
-    floor,
-    total,
-    cuts,
-    offset_trail,
-    offset_top,
-    section_trail,
-    section_top,
-):
-    """Take back the placement made at ``depth``; returns the trail tops from before it."""
+def _lowest_top(start_ptr, by_start, size, offset, min_offset, lo, hi):
+    """The lowest top (minimum offset + size) of the unplaced buffers starting in sections
+    ``lo .. hi - 1``; ``_INFINITY`` when all are placed. No buffer may be placed at or above it,
+    since it could go below that buffer instead (MiniMalloc's dominance rule)."""
+    lowest = _INFINITY
+    for position in range(start_ptr[lo], start_ptr[hi]):
+        buffer = by_start[position]
+        if offset[buffer] < 0:
+            height = min_offset[buffer] + size[buffer]
+            if height < lowest:
+                lowest = height
+    return lowest
+
+
+@njit(cache=True)
+def _finish_piece(frame, frames, depth):
+    """The current piece is solved: on to the split's next piece; returns the open splits left
+    (one fewer after the last piece: the scope that was split is solved too)."""
+    top = frames - 1
+    frame[_CURRENT, top] += 1
+    if frame[_CURRENT, top] < frame[_PIECES, top]:
+        frame[_PIECE_START, top] = depth
+        return frames
+    return frames - 1
+
+
+@njit(cache=True)
+def _new_cuts(section_lo, section_hi, cuts, level, depth, lo, hi):
+    """How many section boundaries in scope no unplaced buffer crosses any more since the last
+    placement (only the boundaries it crossed can have dropped to zero)."""
+    if depth == 0:
+        return 0
+    last = level[_BUFFER, depth - 1]
+    found = 0
+    for section in range(max(lo, section_lo[last]), min(hi, section_hi[last]) - 1):
+        if cuts[section] == 0:
+            found += 1
+    return found
+
+
+@njit(cache=True)
+def _open_split(start_ptr, by_start, offset, cuts, frame, piece, frames, depth, lo, hi):
+    """Split the scope at the boundaries no unplaced buffer crosses, into the pieces that still
+    hold unplaced buffers, each then solved on its own (dynamic decomposition); returns the
+    number of open splits."""
+    first = frame[_FIRST_PIECE, frames - 1] + frame[_PIECES, frames - 1] if frames else 0
+    pieces = 0
+    piece_lo = lo
+    for section in range(lo, hi):
+        if section == hi - 1 or cuts[section] == 0:
+            occupied = False
+            for position in range(start_ptr[piece_lo], start_ptr[section + 1]):
+                if offset[by_start[position]] < 0:
+                    occupied = True
+                    break
+            if occupied:
+                piece[0, first + pieces] = piece_lo
+                piece[1, first + pieces] = section + 1
+                pieces += 1
+            piece_lo = section + 1
+    frame[_BASE, frames] = depth
+    frame[_FIRST_PIECE, frames] = first
+    frame[_PIECES, frames] = pieces
+    frame[_CURRENT, frames] = 0
+    frame[_PIECE_START, frames] = depth
+    return frames + 1
+
+
+@njit(cache=True)
+def _open_level(level, frame, frames, depth, lowest_top):
+    """Start trying candidates at ``depth``: they come after the parent's choice in (minimum
+    offset, rank) order, except at the root and at the first depth of a piece."""
+    level[_MIN_HEIGHT, depth] = lowest_top
+    if depth == 0 or (frames > 0 and frame[_PIECE_START, frames - 1] == depth):
+        level[_KEY_OFFSET, depth] = _NO_KEY
+        level[_KEY_RANK, depth] = _NO_KEY
+    else:
+        level[_KEY_OFFSET, depth] = level[_KEY_OFFSET, depth - 1]
+        level[_KEY_RANK, depth] = level[_KEY_RANK, depth - 1]
+    level[_BUFFER, depth] = -1
+
+
+@njit(cache=True)
+def _next_candidate(start_ptr, by_start, rank, offset, min_offset, level, depth, lo, hi):
+    """The unplaced buffer in scope that comes next after the last one tried at ``depth``, in
+    (minimum offset, rank) order: (buffer, its minimum offset, its rank); buffer -1 if none."""
+    key_offset = level[_KEY_OFFSET, depth]
+    key_rank = level[_KEY_RANK, depth]
+    chosen = -1
+    chosen_offset = _INFINITY
+    chosen_rank = _INFINITY
+    for position in range(start_ptr[lo], start_ptr[hi]):
+        buffer = by_start[position]
+        if offset[buffer] < 0:
+            candidate_offset = min_offset[buffer]
+            candidate_rank = rank[buffer]
+            if (candidate_offset > key_offset or (candidate_offset == key_offset and candidate_rank > key_rank)) and (
+                candidate_offset < chosen_offset or (candidate_offset == chosen_offset and candidate_rank < chosen_rank)
+            ):
+                chosen = buffer
+                chosen_offset = candidate_offset
+                chosen_rank = candidate_rank
+    return chosen, chosen_offset, chosen_rank
+
+
+@njit(cache=True)
+def _raise_neighbours(
+    size, section_lo, section_hi, neighbour_ptr, neighbour_idx, alignment, offset, min_offset, floor, scratch, mark,
+    offset_trail, offset_top, stamp, chosen,
+):  # fmt: skip
+    """Unplaced buffers overlapping ``chosen`` in time may now start only at its top (aligned) or
+    above; the old minimum offsets go on the trail. Returns how many sections, listed in
+    ``scratch`` (and marked with ``stamp``), hold such a buffer above their floor, so their
+    floors may rise; and the new top of the offset trail."""
+    height = offset[chosen] + size[chosen]
+    top = offset_top
+    affected = 0
+    for position in range(neighbour_ptr[chosen], neighbour_ptr[chosen + 1]):
+        other = neighbour_idx[position]
+        if offset[other] < 0 and min_offset[other] < height:
+            offset_trail[0, top] = other
+            offset_trail[1, top] = min_offset[other]
+            top += 1
+            raised = _align_up(height, alignment)
+            min_offset[other] = raised
+            # Only a section whose floor is below the raised offset can see its floor rise.
+            for section in range(section_lo[other], section_hi[other]):
+                if mark[section] != stamp and floor[section] < raised:
+                    mark[section] = stamp
+                    scratch[affected] = section
+                    affected += 1
+    return affected, top
+
+
+@njit(cache=True)
+def _set_floor(floor, section_trail, section_top, section, value):
+    """Set ``floor[section]`` to ``value``, the old value going on the trail; returns its new top."""
+    section_trail[0, section_top] = section
+    section_trail[1, section_top] = floor[section]
+    floor[section] = value
+    return section_top + 1
+
+
+@njit(cache=True)
+def _cover_sections(size, section_lo, section_hi, offset, floor, total, cuts, section_trail, section_top, chosen):
+    """The sections ``chosen`` lives in: their floor up to its top, its bytes off their unplaced
+    totals, and one unplaced buffer fewer across their inner boundaries. Returns the section
+    trail's new top."""
+    lo, hi = section_lo[chosen], section_hi[chosen]
+    half = total.shape[0] // 2
+    for section in range(lo, hi):
+        section_top = _set_floor(floor, section_trail, section_top, section, offset[chosen] + size[chosen])
+        total[half + section] -= size[chosen]
+    _refresh(total, lo, hi)
+    for section in range(lo, hi - 1):
+        cuts[section] -= 1
+    return section_top
+
+
+@njit(cache=True)
+def _lift_floors(member_ptr, member_idx, offset, min_offset, floor, scratch, section_trail, section_top, affected):
+    """A section's floor is at least the lowest minimum offset of its unplaced buffers: raise the
+    floors of the ``affected`` sections listed in ``scratch`` to it. Returns the section trail's
+    new top."""
+    for index in range(affected):
+        section = scratch[index]
+        lowest = _INFINITY
+        for position in range(member_ptr[section], member_ptr[section + 1]):
+            other = member_idx[position]
+            if offset[other] < 0 and min_offset[other] < lowest:
+                lowest = min_offset[other]
+        if lowest != _INFINITY and floor[section] < lowest:
+            section_top = _set_floor(floor, section_trail, section_top, section, lowest)
+    return section_top
+
+
+@njit(cache=True)
+def _overflows(floor, total, capacity, section, chosen_offset):
+    """Section inference: the unplaced buffers of ``section`` stack above its floor (and above the
+    offset just used, as placements go in offset order); does that pass the capacity?"""
+    return max(floor[section], chosen_offset) + total[total.shape[0] // 2 + section] > capacity
+
+
+@njit(cache=True)
+def _feasible(section_lo, section_hi, capacity, floor, total, scratch, chosen, chosen_offset, affected, lo, hi):
+    """Whether every section in scope passes section inference after ``chosen`` was placed at
+    ``chosen_offset``. Every section passed at the parent with an offset no higher; so when the
+    offset plus the largest total in scope fits, only the sections changed here can fail."""
+    # Plain loops, not all(generator): numba compiles these loops, not generator expressions.
+    if chosen_offset + _range_max(total, lo, hi) <= capacity:
+        for section in range(section_lo[chosen], section_hi[chosen]):
+            if _overflows(floor, total, capacity, section, chosen_offset):
+                return False
+        for index in range(affected):  # noqa: SIM110
+            if _overflows(floor, total, capacity, scratch[index], chosen_offset):
+                return False
+        return True
+    for section in range(lo, hi):  # noqa: SIM110
+        if _overflows(floor, total, capacity, section, chosen_offset):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts, level, offset_trail, offset_top,
+          section_trail, section_top, depth):  # fmt: skip
+    """Take back the placement made at ``depth``: floors, totals, cuts and minimum offsets as
+    they were before it. Returns the trails' tops from before it."""
     buffer = level[_BUFFER, depth]
     for position in range(section_top - 1, level[_SECTION_MARK, depth] - 1, -1):
         floor[section_trail[0, position]] = section_trail[1, position]
@@ -350,43 +571,22 @@ def _undo(
 
 
 @njit(cache=True)
-def _search(
-    size,
-    section_lo,
-    section_hi,
-    neighbour_ptr,
-    neighbour_idx,
-    member_ptr,
-    member_idx,
-    by_start,
-    start_ptr,
-    rank,
-    capacity,
-    alignment,
-    offset,
-    min_offset,
-    floor,
-    total,
-    cuts,
-    scratch,
-    mark,
-    level,
-    frame,
-    piece,
-    offset_trail,
-    section_trail,
-    ctl,
-    budget,
-):
+def _search(problem, state, budget):
+    """Run the depth-first search for up to ``budget`` units of work (nodes entered plus
+    placements tried) from where ``state`` left off: FOUND, EXHAUSTED, BUDGET_SPENT, or
+    TRAIL_FULL (the section trail needs more room before the next placement)."""
+    (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, rank,
+     capacity, alignment) = problem  # fmt: skip
+    (offset, min_offset, floor, total, cuts, scratch, mark, level, frame, piece, offset_trail, section_trail,
+     ctl) = state  # fmt: skip
     count = size.shape[0]
     num_sections = floor.shape[0]
-    half = total.shape[0] // 2  # total[half + s]: bytes of unplaced buffers alive in section s
     depth = ctl[_DEPTH]
     phase = ctl[_PHASE]
+    frames = ctl[_FRAMES]
     offset_top = ctl[_OFFSET_TOP]
     section_top = ctl[_SECTION_TOP]
     stamp = ctl[_STAMP]
-    frames = ctl[_FRAMES]
     spent = 0
     status = 0
     while status == 0:
@@ -401,130 +601,39 @@ def _search(
             # Settle the scope: finish solved pieces, open a split where the problem fell apart.
             while True:
                 lo, hi = _scope(frame, piece, frames, num_sections)
-                min_height = _INFINITY
-                for position in range(start_ptr[lo], start_ptr[hi]):
-                    buffer = by_start[position]
-                    if offset[buffer] < 0:
-                        height = min_offset[buffer] + size[buffer]
-                        if height < min_height:
-                            min_height = height
-                if min_height == _INFINITY:  # this piece is solved: on to the next one
-                    top = frames - 1
-                    frame[_CURRENT, top] += 1
-                    if frame[_CURRENT, top] < frame[_PIECES, top]:
-                        frame[_PIECE_START, top] = depth
-                    else:
-                        frames -= 1  # every piece solved: so is the scope that was split
-                    continue
-                # Only the boundaries the last placement crossed can have dropped to zero.
-                splits = 0
-                if depth > 0:
-                    last = level[_BUFFER, depth - 1]
-                    for section in range(max(lo, section_lo[last]), min(hi, section_hi[last]) - 1):
-                        if cuts[section] == 0:
-                            splits += 1
-                if splits == 0:
+                lowest_top = _lowest_top(start_ptr, by_start, size, offset, min_offset, lo, hi)
+                if lowest_top == _INFINITY:  # this piece is solved: on to the next one
+                    frames = _finish_piece(frame, frames, depth)
+                elif _new_cuts(section_lo, section_hi, cuts, level, depth, lo, hi) > 0:
+                    frames = _open_split(start_ptr, by_start, offset, cuts, frame, piece, frames, depth, lo, hi)
+                else:
                     break
-                # No unplaced buffer crosses these boundaries: solve each piece on its own.
-                first = frame[_FIRST_PIECE, frames - 1] + frame[_PIECES, frames - 1] if frames else 0
-                pieces = 0
-                piece_lo = lo
-                for section in range(lo, hi):
-                    if section == hi - 1 or cuts[section] == 0:
-                        occupied = False
-                        for position in range(start_ptr[piece_lo], start_ptr[section + 1]):
-                            if offset[by_start[position]] < 0:
-                                occupied = True
-                                break
-                        if occupied:
-                            piece[0, first + pieces] = piece_lo
-                            piece[1, first + pieces] = section + 1
-                            pieces += 1
-                        piece_lo = section + 1
-                frame[_BASE, frames] = depth
-                frame[_FIRST_PIECE, frames] = first
-                frame[_PIECES, frames] = pieces
-                frame[_CURRENT, frames] = 0
-                frame[_PIECE_START, frames] = depth
-                frames += 1
-            level[_MIN_HEIGHT, depth] = min_height
-            if depth == 0 or (frames > 0 and frame[_PIECE_START, frames - 1] == depth):
-                level[_KEY_OFFSET, depth] = _NO_KEY
-                level[_KEY_RANK, depth] = _NO_KEY
-            else:
-                level[_KEY_OFFSET, depth] = level[_KEY_OFFSET, depth - 1]
-                level[_KEY_RANK, depth] = level[_KEY_RANK, depth - 1]
-            level[_BUFFER, depth] = -1
+            _open_level(level, frame, frames, depth, lowest_top)
             phase = _ADVANCE
             continue
 
         # _ADVANCE: place the next candidate at `depth`, in (minimum offset, rank) order.
         lo, hi = _scope(frame, piece, frames, num_sections)
-        key_offset = level[_KEY_OFFSET, depth]
-        key_rank = level[_KEY_RANK, depth]
-        chosen = -1
-        chosen_offset = _INFINITY
-        chosen_rank = _INFINITY
-        for position in range(start_ptr[lo], start_ptr[hi]):
-            buffer = by_start[position]
-            if offset[buffer] < 0:
-                candidate_offset = min_offset[buffer]
-                candidate_rank = rank[buffer]
-                if (
-                    candidate_offset > key_offset or (candidate_offset == key_offset and candidate_rank > key_rank)
-                ) and (
-                    candidate_offset < chosen_offset
-                    or (candidate_offset == chosen_offset and candidate_rank < chosen_rank)
-                ):
-                    chosen = buffer
-                    chosen_offset = candidate_offset
-                    chosen_rank = candidate_rank
+        chosen, chosen_offset, chosen_rank = _next_candidate(
+            start_ptr, by_start, rank, offset, min_offset, level, depth, lo, hi
+        )
         if chosen < 0 or chosen_offset >= level[_MIN_HEIGHT, depth]:
-            # Nothing left to try here: back up, past a whole split when one of its pieces failed.
-            while True:
-                if frames > 0 and depth == frame[_PIECE_START, frames - 1]:
-                    base = frame[_BASE, frames - 1]
-                    while depth > base:
-                        depth -= 1
-                        offset_top, section_top = _undo(
-                            level,
-                            depth,
-                            size,
-                            section_lo,
-                            section_hi,
-                            offset,
-                            min_offset,
-                            floor,
-                            total,
-                            cuts,
-                            offset_trail,
-                            offset_top,
-                            section_trail,
-                            section_top,
-                        )
-                    frames -= 1
-                    continue
-                if depth == 0:
-                    status = EXHAUSTED
-                    break
+            # Nothing left to try here: back up, past a whole split when one of its pieces failed
+            # (the other pieces' alternatives cannot help it).
+            while frames > 0 and depth == frame[_PIECE_START, frames - 1]:
+                while depth > frame[_BASE, frames - 1]:
+                    depth -= 1
+                    offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor, total,
+                                                    cuts, level, offset_trail, offset_top, section_trail, section_top,
+                                                    depth)  # fmt: skip
+                frames -= 1
+            if depth == 0:
+                status = EXHAUSTED
+            else:
                 depth -= 1
-                offset_top, section_top = _undo(
-                    level,
-                    depth,
-                    size,
-                    section_lo,
-                    section_hi,
-                    offset,
-                    min_offset,
-                    floor,
-                    total,
-                    cuts,
-                    offset_trail,
-                    offset_top,
-                    section_trail,
-                    section_top,
-                )
-                break
+                offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts,
+                                                level, offset_trail, offset_top, section_trail, section_top,
+                                                depth)  # fmt: skip
             continue
         if section_top + (section_hi[chosen] - section_lo[chosen]) + num_sections > section_trail.shape[1]:
             status = TRAIL_FULL
@@ -537,90 +646,27 @@ def _search(
         level[_OFFSET_MARK, depth] = offset_top
         level[_SECTION_MARK, depth] = section_top
         offset[chosen] = chosen_offset
-        height = chosen_offset + size[chosen]
         stamp += 1
-        affected = 0
-        for position in range(neighbour_ptr[chosen], neighbour_ptr[chosen + 1]):
-            other = neighbour_idx[position]
-            if offset[other] < 0 and min_offset[other] < height:
-                offset_trail[0, offset_top] = other
-                offset_trail[1, offset_top] = min_offset[other]
-                offset_top += 1
-                raised = _align_up(height, alignment)
-                min_offset[other] = raised
-                # Only a section whose floor is below the raised offset can see its floor rise.
-                for section in range(section_lo[other], section_hi[other]):
-                    if mark[section] != stamp and floor[section] < raised:
-                        mark[section] = stamp
-                        scratch[affected] = section
-                        affected += 1
-        for section in range(section_lo[chosen], section_hi[chosen]):
-            section_trail[0, section_top] = section
-            section_trail[1, section_top] = floor[section]
-            section_top += 1
-            floor[section] = height
-            total[half + section] -= size[chosen]
-        _refresh(total, section_lo[chosen], section_hi[chosen])
-        for section in range(section_lo[chosen], section_hi[chosen] - 1):
-            cuts[section] -= 1
-        # A section's floor is at least the lowest minimum offset of its unplaced buffers.
-        for index in range(affected):
-            section = scratch[index]
-            lowest = _INFINITY
-            for position in range(member_ptr[section], member_ptr[section + 1]):
-                other = member_idx[position]
-                if offset[other] < 0 and min_offset[other] < lowest:
-                    lowest = min_offset[other]
-            if lowest != _INFINITY and floor[section] < lowest:
-                section_trail[0, section_top] = section
-                section_trail[1, section_top] = floor[section]
-                section_top += 1
-                floor[section] = lowest
-        # Unplaced buffers of a section stack above its floor (and above the offset just used).
-        # Every section passed this test at the parent with an offset no higher; so when the
-        # offset plus the largest total in scope fits, only the sections changed here can fail.
-        feasible = True
-        if chosen_offset + _range_max(total, lo, hi) <= capacity:
-            for section in range(section_lo[chosen], section_hi[chosen]):
-                if max(floor[section], chosen_offset) + total[half + section] > capacity:
-                    feasible = False
-                    break
-            for index in range(affected):
-                section = scratch[index]
-                if max(floor[section], chosen_offset) + total[half + section] > capacity:
-                    feasible = False
-                    break
-        else:
-            for section in range(lo, hi):
-                if max(floor[section], chosen_offset) + total[half + section] > capacity:
-                    feasible = False
-                    break
-        if feasible:
+        affected, offset_top = _raise_neighbours(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, alignment,
+                                                 offset, min_offset, floor, scratch, mark, offset_trail, offset_top,
+                                                 stamp, chosen)  # fmt: skip
+        section_top = _cover_sections(size, section_lo, section_hi, offset, floor, total, cuts, section_trail,
+                                      section_top, chosen)  # fmt: skip
+        section_top = _lift_floors(member_ptr, member_idx, offset, min_offset, floor, scratch, section_trail,
+                                   section_top, affected)  # fmt: skip
+        if _feasible(section_lo, section_hi, capacity, floor, total, scratch, chosen, chosen_offset, affected, lo, hi):
             depth += 1
             phase = _ENTER
         else:
-            offset_top, section_top = _undo(
-                level,
-                depth,
-                size,
-                section_lo,
-                section_hi,
-                offset,
-                min_offset,
-                floor,
-                total,
-                cuts,
-                offset_trail,
-                offset_top,
-                section_trail,
-                section_top,
-            )
+            offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts,
+                                            level, offset_trail, offset_top, section_trail, section_top,
+                                            depth)  # fmt: skip
 
     ctl[_DEPTH] = depth
     ctl[_PHASE] = phase
+    ctl[_FRAMES] = frames
     ctl[_OFFSET_TOP] = offset_top
     ctl[_SECTION_TOP] = section_top
-    ctl[_WORK] += spent
     ctl[_STAMP] = stamp
-    ctl[_FRAMES] = frames
+    ctl[_WORK] += spent
     return status
