@@ -8,10 +8,14 @@ once under fake tensors, which accepts far more models than TorchDynamo's strict
 
 from __future__ import annotations
 
+import os
+import sysconfig
 import threading
+import traceback
 from dataclasses import dataclass
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 # torch.export patches process-wide state (nn.Module attribute access, a tracing mode stack)
 # while it traces: two captures at once corrupt each other, so srbench captures one at a time.
@@ -19,12 +23,50 @@ _EXPORT_LOCK = threading.Lock()
 
 
 class CaptureError(RuntimeError):
-    """``torch.export`` could not capture a model; the message names the model and the reason."""
+    """``torch.export`` could not capture a model; the message names the model and the reason, and
+    ``source`` the line of the model's code where capture stopped (``file:line `code```), when known."""
 
-    def __init__(self, model: str, reason: str):
-        super().__init__(f"cannot capture model {model!r}: {reason}")
+    def __init__(self, model: str, reason: str, source: str | None = None):
+        where = f" at {source}" if source else ""
+        super().__init__(f"cannot capture model {model!r}{where}: {reason}")
         self.model = model
         self.reason = reason
+        self.source = source
+
+
+# Frames under these folders are machinery (torch, srbench, the standard library), not the model's code.
+_MACHINERY = tuple(
+    os.path.join(os.path.abspath(folder), "")
+    for folder in (
+        os.path.dirname(torch.__file__),
+        os.path.dirname(os.path.dirname(__file__)),
+        sysconfig.get_paths()["stdlib"],
+    )
+)
+
+
+def model_source_line(error: BaseException) -> str | None:
+    """``file:line `code``` of the innermost frame of ``error``'s traceback that is the model's own
+    code (not torch's, not srbench's), or ``None``. In non-strict export the model's Python runs
+    as is, so its frames are in the traceback."""
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        filename = os.path.abspath(frame.filename)
+        if frame.filename.startswith("<") or filename.startswith(_MACHINERY):
+            continue
+        code = (frame.line or "").strip()
+        return f"{frame.filename}:{frame.lineno}" + (f" `{code}`" if code else "")
+    return None
+
+
+def _reason(error: BaseException) -> str:
+    """Why ``torch.export`` stopped, in one line; a branch on a tensor's value says what to do."""
+    if isinstance(error, GuardOnDataDependentSymNode):
+        return (
+            "the model's Python reads a tensor's value to decide what to run (a branch, a loop or a "
+            "size taken from data), which a captured graph cannot hold; write the branch with "
+            f"torch.cond (loops: torch.while_loop), or decide outside the model ({_first_line(error)})"
+        )
+    return _first_line(error)
 
 
 @dataclass(frozen=True)
@@ -62,7 +104,8 @@ def capture(
     graph keeps export's pre-dispatch ops, including in-place ops and views, which the lifetime
     analysis handles from the op schemas.
 
-    Raises :class:`CaptureError` naming the model and the reason ``torch.export`` gave.
+    Raises :class:`CaptureError` naming the model, the reason ``torch.export`` gave and the line
+    of the model's code where it stopped (a Python branch on a tensor's value, say).
     Captures are serialised process-wide (``torch.export`` is not thread-safe); other threads
     running eager modules during a capture can still disturb it.
     """
@@ -76,7 +119,7 @@ def capture(
             if decompose:
                 exported = exported.run_decompositions()
     except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
-        raise CaptureError(name, _first_line(error)) from error
+        raise CaptureError(name, _reason(error), model_source_line(error)) from error
     return CapturedGraph(
         name=name, exported=exported, graph_module=exported.graph_module, example_inputs=example_inputs
     )
