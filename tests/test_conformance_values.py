@@ -11,6 +11,7 @@ import torch
 
 from srbench.memory.lifetimes import analyze_lifetimes
 from srbench.static import OutVariantRegistry, OutVariantWarning, StaticModule, StaticOptions
+from srbench.static.choose import RunAs
 from srbench.static.resolve import ResultCheck
 
 aten = torch.ops.aten
@@ -116,9 +117,9 @@ def test_data_dependent_shapes_run_as_fallback_and_the_rest_stays_planned(confor
     plans = {plan.node.name: plan.how for plan in module.prepared.plans}
     for name, how in plans.items():
         if name.startswith(("nonzero", "masked_select", "_unique2", "index")):
-            assert how == "fallback", (name, how)
+            assert how is RunAs.FALLBACK, (name, how)
     if static_options.enable_out_variant:
-        assert module.prepared.count("out") >= 3  # linear, relu, sum... stay in the slab
+        assert module.prepared.count(RunAs.OUT) >= 3  # linear, relu, sum... stay in the slab
 
 
 def test_lifetimes_leave_data_dependent_results_unplanned():

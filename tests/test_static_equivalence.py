@@ -12,6 +12,7 @@ from torch.utils import _pytree as pytree
 
 from srbench.runtimes import intra_op_threads
 from srbench.static import StaticModule, StaticOptions
+from srbench.static.choose import RunAs
 
 OPTIONS = [
     StaticOptions(enable_out_variant=out, cleanup_activations=cleanup, manage_output_tensors=manage)
@@ -188,5 +189,5 @@ def test_core_aten_graphs_match_eager(case):
     )
     if case == "conv_block":  # conv2d, batch_norm, max_pool2d and layer_norm gain out variants
         plain = StaticModule(model, make_inputs(first_shapes, 1))
-        assert module.prepared.count("out") > plain.prepared.count("out")
+        assert module.prepared.count(RunAs.OUT) > plain.prepared.count(RunAs.OUT)
         assert module.prepared.slab_bytes > plain.prepared.slab_bytes

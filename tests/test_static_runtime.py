@@ -19,6 +19,7 @@ from srbench.static import (
     StaticOptions,
     UnsupportedOpError,
 )
+from srbench.static.choose import RunAs
 
 
 @pytest.fixture(autouse=True)
@@ -169,7 +170,7 @@ def test_disabling_out_variants_manages_nothing():
     x = torch.randn(2, 8)
     module = StaticModule(model, (x,), StaticOptions(enable_out_variant=False))
     assert module.prepared.plan is None and not module.prepared.managed
-    assert module.prepared.count("out") == 0
+    assert module.prepared.count(RunAs.OUT) == 0
     torch.testing.assert_close(module.runtime()(x), eager(model, x))
 
 

@@ -18,9 +18,9 @@ import torch.fx
 _BINDING_NAMESPACES: tuple[tuple[str, Any], ...] = (
     ("torch", torch._C._VariableFunctions),
     ("torch._C._nn", torch._C._nn),
-    ("torch._C._linalg", torch._C._linalg),
-    ("torch._C._special", torch._C._special),
-    ("torch._C._fft", torch._C._fft),
+    ("torch._C._linalg", getattr(torch._C, "_linalg")),  # noqa: B009 - not in torch's type stubs
+    ("torch._C._special", getattr(torch._C, "_special")),  # noqa: B009
+    ("torch._C._fft", getattr(torch._C, "_fft")),  # noqa: B009
 )
 
 

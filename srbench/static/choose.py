@@ -1,22 +1,74 @@
 """How each node of a prepared graph runs, once op resolution and lifetimes are known.
 
-:class:`Chooser` turns the resolver's findings into one :class:`NodePlan` per node: out variant
-into the slab or the output arena, fallback, native (views, in-place ops), made once (static
-views), folded into a constant, or skipped.
+:class:`Chooser` turns the resolver's findings into one :class:`NodePlan` per node, whose
+:class:`RunAs` says how it runs: out variant into the slab or the output arena, fallback, native
+(views, in-place ops; made once per runtime when static), folded into a constant, or skipped.
+The code generator (``codegen.py``) and the profile read these plans; nothing else decides.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.fx
 
+from srbench.graph.nodes import getitem_parts, op_schema
 from srbench.memory.lifetimes import LifetimeAnalysis
 from srbench.options import StaticOptions
-from srbench.static.codegen import NodePlan
-from srbench.static.resolve import Resolution
+from srbench.static.calls import Call
+from srbench.static.resolve import Category, Resolution
+
+
+class RunAs(enum.Enum):
+    """How one node runs; chosen once, at prepare time. The values are what profiles print."""
+
+    OUT = "out"  # its out variant writes into the slab (or the output arena)
+    OUT_FRESH = "out_fresh"  # only an out variant works and nothing manages its results: fresh buffers each run
+    NATIVE = "native"  # views, in-place ops, getitem, opaque calls: as they are, nothing allocated for them
+    FALLBACK = "fallback"  # the op allocates its own results
+    CONSTANT = "constant"  # computed from constants only: folded at prepare time
+    SKIP = "skip"  # asserts what the runtime already guarantees: not run
+
+    @property
+    def runs_code(self) -> bool:
+        """Whether the node has a call (folded and skipped nodes have none)."""
+        return self not in (RunAs.CONSTANT, RunAs.SKIP)
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """The prepared decision for one node: how it runs, the call, and where its results go.
+
+    ``result_storages`` are the storage ids of its results (``OUT``: where in the slab or arena);
+    ``inplace_of`` names the argument node an in-place op writes (its value is that node's);
+    ``static``: a view or getitem of fixed objects, made once per runtime instead of every run;
+    ``constant``: the folded value (``CONSTANT``).
+    """
+
+    node: torch.fx.Node
+    how: RunAs
+    kind: str
+    call: Call | None
+    result_storages: tuple[str | None, ...] = ()
+    inplace_of: str | None = None
+    static: bool = False
+    constant: Any = None
+
+    def __post_init__(self) -> None:
+        if self.how.runs_code and self.call is None:
+            raise ValueError(f"node {self.node.name!r} runs as {self.how.value} but has no call")
+
+    @property
+    def runs(self) -> Call:
+        """The call of a node that runs code."""
+        if self.call is None:
+            raise ValueError(f"node {self.node.name!r} ({self.how.value}) runs no code")
+        return self.call
+
 
 # Below this many seconds per call an op's cost is mostly how it is called, not its kernel.
 OVERHEAD_BOUND = 50e-6
@@ -53,7 +105,7 @@ def _metadata_mutated(
     mutated = set()
     for node in graph.nodes:
         resolution = resolutions.get(node.name)
-        if resolution is None or resolution.category != "inplace":
+        if resolution is None or resolution.category is not Category.INPLACE:
             continue
         base = node.all_input_nodes[0] if node.all_input_nodes else None
         if base is not None and _geometry(node.meta.get("val")) != _geometry(base.meta.get("val")):
@@ -62,7 +114,7 @@ def _metadata_mutated(
 
 
 def _inplace_target(node: torch.fx.Node) -> str | None:
-    schema = node.target._schema
+    schema = op_schema(node)
     for index, argument in enumerate(schema.arguments):
         if argument.alias_info is not None and argument.alias_info.is_write:
             value = (
@@ -121,7 +173,7 @@ class Chooser:
         # folded results must never change: not written in place, not handed to the caller
         self.unfoldable = written_storages(self.graph, analysis) | {r.id for r in analysis.output_records}
         self.fixed: set[str] = set(constant_nodes)  # nodes whose value object is the same at every run
-        self.how: dict[str, str] = {}
+        self.how: dict[str, RunAs] = {}
         output = next(node for node in self.graph.nodes if node.op == "output")
         self.output_nodes = {node.name for node in output.all_input_nodes}
 
@@ -148,12 +200,12 @@ class Chooser:
     def choose(self, node: torch.fx.Node) -> NodePlan:
         resolution = self.resolutions[node.name]
         kind, category, native = resolution.kind, resolution.category, resolution.native
-        if category == "skip":
-            return NodePlan(node, "skip", kind, None)
+        if category is Category.SKIP:
+            return NodePlan(node, RunAs.SKIP, kind, None)
         if resolution.foldable and self._foldable(node):
             self.fixed.add(node.name)
-            return NodePlan(node, "constant", kind, None, constant=resolution.constant)
-        if category == "functional":
+            return NodePlan(node, RunAs.CONSTANT, kind, None, constant=resolution.constant)
+        if category is Category.FUNCTIONAL:
             storages = self.analysis.outputs_of.get(node.name, ())
             if (
                 resolution.out is not None
@@ -163,24 +215,24 @@ class Chooser:
             ):
                 if len(storages) == 1:
                     self.fixed.add(node.name)
-                return NodePlan(node, "out", kind, resolution.out, storages)
+                return NodePlan(node, RunAs.OUT, kind, resolution.out, storages)
             if resolution.fallback is not None:
-                return NodePlan(node, "fallback", kind, resolution.fallback, storages)
-            return NodePlan(node, "out_fresh", kind, resolution.out, storages)
-        if category == "getitem" and self.how.get(node.args[0].name) == "out":
+                return NodePlan(node, RunAs.FALLBACK, kind, resolution.fallback, storages)
+            return NodePlan(node, RunAs.OUT_FRESH, kind, resolution.out, storages)
+        if category is Category.GETITEM and self.how.get(getitem_parts(node)[0].name) is RunAs.OUT:
             self.fixed.add(node.name)  # one of a multi-output op's managed results
-            return NodePlan(node, "native", kind, native)
-        if category in ("getitem", "view"):
+            return NodePlan(node, RunAs.NATIVE, kind, native)
+        if category in (Category.GETITEM, Category.VIEW):
             static = self._may_be_static(node)
             if static:
                 self.fixed.add(node.name)
-            return NodePlan(node, "native", kind, native, static=static)
-        if category == "inplace":
+            return NodePlan(node, RunAs.NATIVE, kind, native, static=static)
+        if category is Category.INPLACE:
             target = _inplace_target(node)
             if target in self.fixed:
                 self.fixed.add(node.name)
-            return NodePlan(node, "native", kind, native, inplace_of=target)
-        return NodePlan(node, "native", kind, native)
+            return NodePlan(node, RunAs.NATIVE, kind, native, inplace_of=target)
+        return NodePlan(node, RunAs.NATIVE, kind, native)
 
     def plans(self) -> list[NodePlan]:
         result = []

@@ -11,9 +11,11 @@ tensors are not in the code at all: they are made once per runtime (*static view
 
 from __future__ import annotations
 
+import enum
 import math
 import operator
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +23,50 @@ import torch
 import torch.fx
 from torch.utils import _pytree as pytree
 
+from srbench.graph.nodes import getitem_parts
 from srbench.static.calls import Call, Const
+from srbench.static.choose import NodePlan, RunAs
 
 _INDENT = "        "
+
+
+class Hook:
+    """Global names of the generated code that each runtime binds to its own objects (the fields
+    of :class:`RuntimeHooks`, one name each): the whole contract between the code written here,
+    the runtime that binds it (``runtime.py``) and the profiler that reads it (``profile.py``)."""
+
+    MISS = "_miss"
+    SLAB = "_slab"
+    TIMES = "_times"
+    CLOCK = "_clock"
+
+
+class Entry(enum.Enum):
+    """The functions generated from one body, by name (see :class:`Program`)."""
+
+    FORWARD = "forward"
+    UNCHECKED = "forward_unchecked"
+    PROFILED = "forward_profiled"
+
+
+@dataclass(frozen=True)
+class RuntimeHooks:
+    """What one runtime binds into the generated code besides constants and managed tensors.
+
+    ``miss`` takes the arguments of a call unlike the prepared signature (the slow path);
+    ``slab`` is the storage resized to the plan's size before a run and to 0 after it with
+    ``cleanup_activations``; ``times`` is where ``forward_profiled`` adds the seconds of each
+    timing slot (slot 0: slab allocation, then one per :class:`TimedNode`, last: slab release);
+    ``clock`` is the timer it reads.
+    """
+
+    miss: Callable[[tuple[Any, ...]], Any]
+    slab: torch.UntypedStorage
+    times: list[float]
+    clock: Callable[[], float] = time.perf_counter
+
+    def as_globals(self) -> dict[str, Any]:
+        return {Hook.MISS: self.miss, Hook.SLAB: self.slab, Hook.TIMES: self.times, Hook.CLOCK: self.clock}
 
 
 @dataclass(frozen=True)
@@ -32,7 +75,7 @@ class TimedNode:
 
     node: str
     kind: str
-    how: str  # "out", "native", "fallback"
+    how: RunAs
 
 
 @dataclass(frozen=True)
@@ -51,9 +94,10 @@ class Program:
     storage id) and ``static_views`` the views each runtime makes once. ``static_nodes`` maps
     every node whose value is fixed per runtime to the global that holds it.
 
-    Three functions are generated from one body: ``forward`` checks its inputs against the
-    prepared signature and hands anything else to the runtime's ``_miss``; ``forward_unchecked``
-    is the same without the check; ``forward_profiled`` adds a timer after every line.
+    Three functions (:class:`Entry`) are generated from one body: ``forward`` checks its inputs
+    against the prepared signature and hands anything else to the runtime's ``miss`` hook;
+    ``forward_unchecked`` is the same without the check; ``forward_profiled`` adds a timer after
+    every line.
     """
 
     source: str
@@ -62,22 +106,6 @@ class Program:
     static_views: tuple[StaticView, ...]
     static_nodes: Mapping[str, str]
     timed: tuple[TimedNode, ...]
-
-
-@dataclass(frozen=True)
-class NodePlan:
-    """The prepared decision for one node: how it runs (``out``, ``out_fresh``, ``native``,
-    ``fallback``, ``constant`` (folded at prepare time), ``skip``), the call, and where results
-    go."""
-
-    node: torch.fx.Node
-    how: str
-    kind: str
-    call: Call | None
-    result_storages: tuple[str | None, ...] = ()
-    inplace_of: str | None = None  # an in-place op's value is the argument node it writes
-    static: bool = False
-    constant: Any = None  # how == "constant": the value computed at prepare time
 
 
 class _Names:
@@ -152,7 +180,9 @@ class CodeWriter:
             return "(" + "".join(self.render(item) + ", " for item in value) + ")"
         return self.constant(value)
 
-    def managed_name(self, storage: str) -> str:
+    def managed_name(self, storage: str | None) -> str:
+        if storage is None:  # the chooser manages a node only when every result has a storage
+            raise ValueError("a managed result without a storage")
         for name, owner in self.managed_globals.items():
             if owner == storage:
                 return name
@@ -189,30 +219,30 @@ class CodeWriter:
     def node_lines(self, plan: NodePlan) -> list[str]:
         node = plan.node
         name = node.name
-        if plan.how == "skip":
+        if plan.how is RunAs.SKIP:
             return []
-        if plan.how == "constant":
+        if plan.how is RunAs.CONSTANT:
             self.expr[name] = self.static_nodes[name] = self.constant(plan.constant, f"f_{name}")
             return []
         if plan.static:
             self.expr[name] = self.static_nodes[name]
             return []
-        if plan.how == "out":
+        if plan.how is RunAs.OUT:
             outs = [self.managed_name(storage) for storage in plan.result_storages]
             if len(outs) == 1:
                 self.expr[name] = self.static_nodes[name] = outs[0]
-            return [self.call_text(plan.call, outs)]
-        if plan.how == "out_fresh":
+            return [self.call_text(plan.runs, outs)]
+        if plan.how is RunAs.OUT_FRESH:
             outs, allocate = self.fresh_buffers(plan)
             self.locals.update(outs)
             local = f"v_{name}"
             self.locals.add(local)
             self.expr[name] = local
             packed = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
-            return [allocate, self.call_text(plan.call, outs), f"{local} = {packed}"]
+            return [allocate, self.call_text(plan.runs, outs), f"{local} = {packed}"]
         if node.target is operator.getitem:
-            parent, index = node.args
-            if self.plans[parent.name].how == "out":
+            parent, index = getitem_parts(node)
+            if self.plans[parent.name].how is RunAs.OUT:
                 storage = self.plans[parent.name].result_storages[index]
                 self.expr[name] = self.managed_name(storage)
                 self.static_nodes.setdefault(name, self.expr[name])
@@ -221,7 +251,7 @@ class CodeWriter:
             self.locals.add(local)
             self.expr[name] = local
             return [f"{local} = {self.expr[parent.name]}[{index}]"]
-        text = self.call_text(plan.call)
+        text = self.call_text(plan.runs)
         if plan.inplace_of is not None:
             self.expr[name] = self.expr[plan.inplace_of]
             if plan.inplace_of in self.static_nodes:
@@ -247,7 +277,7 @@ class CodeWriter:
             if plan.static:
                 global_name = self.names.fresh(f"s_{plan.node.name}")
                 self.static_nodes[plan.node.name] = global_name
-                self.static_views.append(StaticView(plan.node.name, global_name, plan.call))
+                self.static_views.append(StaticView(plan.node.name, global_name, plan.runs))
 
     # -- the function ---------------------------------------------------------------------------
 
@@ -291,12 +321,8 @@ class CodeWriter:
         self.shared.setdefault("_is_grad_enabled", torch.is_grad_enabled)
         self.shared.setdefault("_set_grad_enabled", torch._C._set_grad_enabled)
         source = "\n".join(
-            self._function(body, returned, name, guard=guard, profile=profile)
-            for name, guard, profile in (
-                ("forward", True, False),
-                ("forward_unchecked", False, False),
-                ("forward_profiled", False, True),
-            )
+            self._function(body, returned, entry.value, guard=entry is Entry.FORWARD, profile=entry is Entry.PROFILED)
+            for entry in Entry
         )
         return Program(
             source=source,
@@ -342,7 +368,7 @@ class CodeWriter:
         if guard:
             head += [
                 f"    if len(args) != {n}:",
-                "        return _miss(args)",
+                f"        return {Hook.MISS}(args)",
             ]
         if n:
             head.append(f"    {unpack} = args")
@@ -355,17 +381,17 @@ class CodeWriter:
             head += [
                 "    try:",
                 f"        if {checks}:",
-                "            return _miss(args)",
+                f"            return {Hook.MISS}(args)",
                 "    except AttributeError:",
-                "        return _miss(args)",
+                f"        return {Hook.MISS}(args)",
             ]
         head += ["    _grad = _is_grad_enabled()", "    _set_grad_enabled(False)"]
         lines = []
-        tick = "; ".join(["_t1 = _pc()", "_times[{slot}] += _t1 - _t0", "_t0 = _t1"])
+        tick = "; ".join([f"_t1 = {Hook.CLOCK}()", f"{Hook.TIMES}[{{slot}}] += _t1 - _t0", "_t0 = _t1"])
         if profile:
-            lines.append("_t0 = _pc()")
+            lines.append(f"_t0 = {Hook.CLOCK}()")
         if self.cleanup_slab_bytes is not None:
-            lines.append(f"_slab.resize_({self.cleanup_slab_bytes})")
+            lines.append(f"{Hook.SLAB}.resize_({self.cleanup_slab_bytes})")
         if profile:
             lines.append(tick.format(slot=0))
         for slot, (_, node_lines) in enumerate(body, start=1):
@@ -376,10 +402,10 @@ class CodeWriter:
         tail = ["    finally:", f"{_INDENT}_set_grad_enabled(_grad)"]
         if self.cleanup_slab_bytes is not None:
             if profile:
-                tail.append(f"{_INDENT}_t0 = _pc()")
-            tail.append(f"{_INDENT}_slab.resize_(0)")
+                tail.append(f"{_INDENT}_t0 = {Hook.CLOCK}()")
+            tail.append(f"{_INDENT}{Hook.SLAB}.resize_(0)")
             if profile:
-                tail.append(f"{_INDENT}_times[{len(body) + 1}] += _pc() - _t0")
+                tail.append(f"{_INDENT}{Hook.TIMES}[{len(body) + 1}] += {Hook.CLOCK}() - _t0")
         return "\n".join(head + ["    try:"] + [_INDENT + line for line in lines] + tail + ["    return _result", ""])
 
 

@@ -22,8 +22,8 @@ from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes
 from srbench.memory.records import TensorUsageRecord
 from srbench.options import StaticOptions
 from srbench.planners import PlanResult, plan_memory
-from srbench.static.choose import Chooser, written_storages
-from srbench.static.codegen import CodeWriter, NodePlan, Program
+from srbench.static.choose import Chooser, NodePlan, RunAs, written_storages
+from srbench.static.codegen import CodeWriter, Program
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.resolve import resolve
@@ -115,8 +115,8 @@ class PreparedGraph:
         managed = {tensor.storage for tensor in self.managed}
         return sum(record.size for record in self.analysis.records if record.id in managed)
 
-    def count(self, how: str) -> int:
-        return sum(1 for plan in self.plans if plan.how == how)
+    def count(self, how: RunAs) -> int:
+        return sum(1 for plan in self.plans if plan.how is how)
 
 
 def _placeholder_values(
@@ -178,7 +178,7 @@ def _managed_tensors(
     wanted = {record.id for record in records}
     tensors = []
     for plan in plans:
-        if plan.how != "out":
+        if plan.how is not RunAs.OUT:
             continue
         meta = plan.node.meta["val"]
         values = list(meta) if isinstance(meta, (list, tuple)) else [meta]
@@ -227,7 +227,7 @@ def prepare_graph(
     analysis = analyze_lifetimes(graph, aliases=aliases) if aliases else schema_analysis
 
     plans = Chooser(captured.graph, resolutions, analysis, options, constant_nodes, device).plans()
-    managed_ids = {s for p in plans if p.how == "out" for s in p.result_storages}
+    managed_ids = {s for p in plans if p.how is RunAs.OUT for s in p.result_storages}
     slab_records = [r for r in analysis.records if r.id in managed_ids]
     arena_records = [r for r in analysis.output_records if r.id in managed_ids]
     plan = _plan(slab_records, options.planner)

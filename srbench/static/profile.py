@@ -14,6 +14,12 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from srbench.formatting import aligned_table
+from srbench.static.choose import RunAs
+
+
+def _plain(value: object) -> object:
+    return value.value if isinstance(value, RunAs) else value
+
 
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
@@ -23,7 +29,7 @@ if TYPE_CHECKING:
 class NodeTime:
     node: str
     kind: str
-    how: str  # out, out_fresh, native, fallback
+    how: RunAs
     mean_ms: float
     median_ms: float
     percent: float  # of the sum of node means
@@ -67,7 +73,8 @@ class OpProfile:
     output_arena_bytes: int
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain JSON values (how each node runs as its name)."""
+        return asdict(self, dict_factory=lambda items: {key: _plain(value) for key, value in items})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -108,7 +115,7 @@ class OpProfile:
             aligned_table(
                 ("node", "kind", "how", "mean ms", "median ms", "%"),
                 [
-                    (n.node, n.kind, n.how, f"{n.mean_ms:.4f}", f"{n.median_ms:.4f}", f"{n.percent:.1f}")
+                    (n.node, n.kind, n.how.value, f"{n.mean_ms:.4f}", f"{n.median_ms:.4f}", f"{n.percent:.1f}")
                     for n in slowest
                 ],
                 right_aligned=range(3, 6),
@@ -132,7 +139,7 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
     bound = runtime.bind(inputs)
     timed = prepared.program.timed
     slots = len(timed) + 2  # slot 0: slab alloc, last: slab free
-    times = bound.globals["_times"]
+    times = bound.hooks.times
     times[:] = [0.0] * slots
     for _ in range(warmup):
         bound.forward_profiled(*inputs)
@@ -183,12 +190,12 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
         slab_free_ms=medians[-1],
         nodes=nodes,
         kinds=kinds,
-        num_nodes=sum(1 for p in plans if p.how != "skip"),
-        out_variant_nodes=sum(1 for p in plans if p.how in ("out", "out_fresh")),
-        native_nodes=sum(1 for p in plans if p.how == "native" and not p.static),
-        fallback_nodes=sum(1 for p in plans if p.how == "fallback"),
+        num_nodes=sum(1 for p in plans if p.how is not RunAs.SKIP),
+        out_variant_nodes=sum(1 for p in plans if p.how in (RunAs.OUT, RunAs.OUT_FRESH)),
+        native_nodes=sum(1 for p in plans if p.how is RunAs.NATIVE and not p.static),
+        fallback_nodes=sum(1 for p in plans if p.how is RunAs.FALLBACK),
         static_nodes=sum(1 for p in plans if p.static),
-        folded_nodes=sum(1 for p in plans if p.how == "constant"),
+        folded_nodes=sum(1 for p in plans if p.how is RunAs.CONSTANT),
         managed_tensors=len(prepared.managed),
         managed_bytes=prepared.managed_bytes,
         slab_bytes=prepared.slab_bytes,

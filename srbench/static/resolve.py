@@ -41,7 +41,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.fx
@@ -60,7 +60,20 @@ from srbench.static.calls import (
 from srbench.static.errors import OutVariantWarning, UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 
-Category = Literal["view", "copying_view", "inplace", "mutating", "functional", "aliasing", "getitem", "opaque", "skip"]
+
+class Category(enum.Enum):
+    """What kind of op a node is, as the resolver found it on real values (decides how it can run)."""
+
+    VIEW = "view"  # returns an alias of an argument (per schema, confirmed on the example inputs)
+    COPYING_VIEW = "copying_view"  # a view op that copied for this signature (reshape, contiguous)
+    INPLACE = "inplace"  # writes an argument and returns it
+    MUTATING = "mutating"  # writes an argument and returns something else
+    FUNCTIONAL = "functional"  # allocates its results: out variant or fallback
+    ALIASING = "aliasing"  # functional per schema, but returned an input as is (eval-mode dropout)
+    GETITEM = "getitem"  # one element of a multi-output result
+    OPAQUE = "opaque"  # not an ATen op (a Python callable): run as is
+    SKIP = "skip"  # asserts what the runtime guarantees: not run
+
 
 # Ops that only assert metadata the runtime already guarantees by keying programs on input
 # shapes, strides, dtypes and devices.
@@ -251,13 +264,16 @@ class Resolver:
             if node.op == "call_function":
                 resolution = self._resolve(node)
                 if self._reads_only_constants(node) and resolution.category in (
-                    "view",
-                    "getitem",
-                    "copying_view",
-                    "functional",
+                    Category.VIEW,
+                    Category.GETITEM,
+                    Category.COPYING_VIEW,
+                    Category.FUNCTIONAL,
                 ):
                     self.constant_values.add(node.name)
-                    if resolution.category in ("copying_view", "functional") and self._is_function_of_inputs(node):
+                    if resolution.category in (
+                        Category.COPYING_VIEW,
+                        Category.FUNCTIONAL,
+                    ) and self._is_function_of_inputs(node):
                         resolution = replace(
                             resolution, constant=self.env.get(node.name), foldable=node.name in self.env
                         )
@@ -286,12 +302,14 @@ class Resolver:
         target = node.target
         if target is operator.getitem:
             self.env[node.name] = operator.getitem(*materialize(node.args, self.env))
-            return Resolution(node.name, "getitem", "getitem", native=Call("getitem", operator.getitem, node.args))
+            return Resolution(
+                node.name, "getitem", Category.GETITEM, native=Call("getitem", operator.getitem, node.args)
+            )
         if not isinstance(target, torch._ops.OpOverload):
             return self._opaque(node)
         kind = op_kind(target)
         if kind in _SKIPPED:
-            return Resolution(node.name, kind, "skip")
+            return Resolution(node.name, kind, Category.SKIP)
         schema = target._schema
         aliasing_returns = [r for r in schema.returns if r.alias_info is not None]
         if schema.is_mutable:
@@ -313,7 +331,7 @@ class Resolver:
         if not ok:
             raise UnsupportedOpError(kind, node.name, f"calling it failed: {result}")
         self.env[node.name] = result
-        return Resolution(node.name, kind, "opaque", native=call)
+        return Resolution(node.name, kind, Category.OPAQUE, native=call)
 
     @staticmethod
     def _as_is(node: torch.fx.Node, op: torch._ops.OpOverload) -> Call:
@@ -340,7 +358,7 @@ class Resolver:
         arguments = _tensors(materialize(list(node.args) + list(node.kwargs.values()), self.env))
         aliases = _shares_storage(reference, arguments) is not None
         same = _same_view if aliases else _same_values
-        category: Category = "view" if aliases else "copying_view"
+        category = Category.VIEW if aliases else Category.COPYING_VIEW
         candidates = self._native_candidates(node, op)
         if aliases and str(op) == "aten.reshape.default" and not node.kwargs:
             # a reshape that views for this signature views at every run (strides are guarded)
@@ -378,7 +396,7 @@ class Resolver:
         if not ok:
             raise UnsupportedOpError(kind, node.name, f"it failed on the example inputs: {reference}")
         self.env[node.name] = reference
-        category: Category = "inplace" if all_alias else "mutating"
+        category = Category.INPLACE if all_alias else Category.MUTATING
         for call, trial, (ran, result) in attempts:
             if (
                 ran
@@ -404,7 +422,7 @@ class Resolver:
                 )
                 working = self._working_fallbacks(node, op, reference)
                 call = working[0] if working else self._as_is(node, op)
-                return Resolution(node.name, kind, "aliasing", native=call, aliases=base.name)
+                return Resolution(node.name, kind, Category.ALIASING, native=call, aliases=base.name)
         outs = self._working_out_variants(node, op, reference if ok else None)
         fallbacks = self._working_fallbacks(node, op, reference) if ok else []
         if not outs and not fallbacks:
@@ -425,7 +443,7 @@ class Resolver:
         return Resolution(
             node.name,
             kind,
-            "functional",
+            Category.FUNCTIONAL,
             out=out_call,
             fallback=fallback,
             out_seconds=out_seconds,

@@ -11,7 +11,6 @@ run and back before the next, a single call each way.
 
 from __future__ import annotations
 
-import time
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from srbench.static.calls import invoke
+from srbench.static.codegen import Entry, RuntimeHooks
 from srbench.static.prepared import ManagedTensor, PreparedGraph, input_key
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class BoundProgram:
     forward: Callable[..., Any]
     forward_unchecked: Callable[..., Any]
     forward_profiled: Callable[..., Any]
-    globals: dict[str, Any]
+    hooks: RuntimeHooks
     managed: Mapping[str, torch.Tensor]
 
 
@@ -108,7 +108,8 @@ class StaticRuntime:
         managed.update(_views(prepared.output_arena, arena, prepared.device))
         namespace: dict[str, Any] = dict(program.shared)
         namespace.update({name: managed[storage] for name, storage in program.managed_globals.items()})
-        namespace.update(_miss=self._miss, _slab=slab, _pc=time.perf_counter, _times=[])
+        hooks = RuntimeHooks(miss=self._miss, slab=slab, times=[])
+        namespace.update(hooks.as_globals())
         holders: dict[str, list[str]] = {}
         for node, name in program.static_nodes.items():
             holders.setdefault(name, []).append(node)
@@ -119,10 +120,19 @@ class StaticRuntime:
                 env.update({node: namespace[view.name] for node in holders[view.name]})
         if self.module.options.cleanup_activations:
             slab.resize_(0)
-        functions = {}
-        for name in ("forward", "forward_unchecked", "forward_profiled"):
-            functions[name] = types.FunctionType(self.module.code(prepared)[name], namespace, name)
-        return BoundProgram(prepared, globals=namespace, managed=managed, **functions)
+        code = self.module.code(prepared)
+
+        def function(entry: Entry) -> Callable[..., Any]:
+            return types.FunctionType(code[entry.value], namespace, entry.value)
+
+        return BoundProgram(
+            prepared,
+            forward=function(Entry.FORWARD),
+            forward_unchecked=function(Entry.UNCHECKED),
+            forward_profiled=function(Entry.PROFILED),
+            hooks=hooks,
+            managed=managed,
+        )
 
     def profile(self, inputs: tuple, iterations: int = 100, warmup: int = 10) -> OpProfile:
         """Time every node, as PyTorch's ``benchmark_individual_ops`` does (see

@@ -1,0 +1,28 @@
+"""Typed access to the parts of ``torch.fx`` nodes that srbench reads.
+
+``node.args`` holds any fx ``Argument``; the few shapes srbench relies on (a ``getitem`` of a
+multi-output op, an ATen op's schema) are checked here once, so a graph that breaks them fails
+with the node's name instead of an ``AttributeError`` deep in the runtime.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+
+
+def getitem_parts(node: torch.fx.Node) -> tuple[torch.fx.Node, int]:
+    """The node a ``getitem`` reads and the index it takes."""
+    parent, index = node.args
+    if node.target is not operator.getitem or not isinstance(parent, torch.fx.Node) or not isinstance(index, int):
+        raise TypeError(f"node {node.name!r} is not a getitem of a node by index: {node.format_node()}")
+    return parent, index
+
+
+def op_schema(node: torch.fx.Node) -> torch.FunctionSchema:
+    """The schema of the ATen op a node calls."""
+    if not isinstance(node.target, torch._ops.OpOverload):
+        raise TypeError(f"node {node.name!r} does not call an ATen op: {node.format_node()}")
+    return node.target._schema
