@@ -48,3 +48,25 @@ def aligned_table(header: Sequence[str], rows: Iterable[Sequence[str]], *, right
         ).rstrip()
         for line in lines
     )
+
+
+# Characters that start emphasis, code, links, raw HTML, maths (GitHub), strike-through, headings
+# or entities, or end a table cell, wherever they stand.
+_MARKDOWN_SPECIAL = frozenset("\\`*[]<>|$~#&")
+
+
+def escape_markdown(text: str) -> str:
+    """``text`` shown as itself in Markdown (GitHub's, tables included): the characters above are
+    backslash-escaped and line breaks become spaces. An underscore between two letters or digits
+    is left as is -- it cannot start emphasis there -- so ``greedy_by_size`` stays readable in the
+    raw file."""
+    escaped = []
+    for index, char in enumerate(text):
+        inside_word = 0 < index < len(text) - 1 and text[index - 1].isalnum() and text[index + 1].isalnum()
+        if char in _MARKDOWN_SPECIAL or (char == "_" and not inside_word):
+            escaped.append("\\" + char)
+        elif char in "\r\n":
+            escaped.append(" ")
+        else:
+            escaped.append(char)
+    return "".join(escaped)

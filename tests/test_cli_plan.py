@@ -180,11 +180,48 @@ def test_bad_csv_is_reported_and_other_sources_still_run(capsys, tmp_path, fake_
     assert sources["tiny"]["plans"] and not sources["bad"]["plans"]
 
 
-def test_unknown_planner_and_model_are_named(capsys, fake_zoo):
+def test_unknown_planner_and_model_are_usage_errors_in_one_line_each(capsys, fake_zoo):
     assert main(["plan", "--model", "tiny", "--planners", "greedy_by_sise"]) == 2
-    assert "unknown planner 'greedy_by_sise'; did you mean 'greedy_by_size'" in capsys.readouterr().err
-    assert main(["plan", "--model", "tiyn", "--planners", "naive"]) == 1
-    assert "unknown model 'tiyn'; did you mean 'tiny'" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("srbench plan: unknown planner 'greedy_by_sise'; did you mean 'greedy_by_size'")
+    assert main(["plan", "--model", "tiny", "--model", "tiyn", "--planners", "naive"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no empty table, nothing planned
+    assert captured.err.splitlines() == [
+        "srbench plan: unknown model 'tiyn'; did you mean 'tiny'? (known: broken, tiny)"
+    ]
+
+
+def test_exit_status_is_2_when_nothing_could_run_and_1_when_some_sources_failed(capsys, tmp_path, fake_zoo):
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"id,lower,upper,size\nx,0,1,\xff\n")
+    assert main(["plan", "--records", str(bad), "--planners", "naive"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"srbench plan: {bad}:2: not UTF-8 text (byte 0xff); expected a UTF-8 CSV file"  # the file named once
+    ]
+    assert main(["plan", "--model", "tiny", "--records", str(bad), "--planners", "naive"]) == 1
+    captured = capsys.readouterr()
+    assert len(captured.err.splitlines()) == 1
+    assert "bad.csv" not in captured.out and "tiny" in captured.out  # the error is said once, on stderr
+
+
+def test_save_records_defaults_to_a_folder_under_results(capsys, tmp_path, monkeypatch, fake_zoo):
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "--model", "tiny", "--planners", "naive", "--save-records"]) == 0
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.csv")] == ["results/records/tiny.csv"]
+
+
+def test_a_plan_at_the_lower_bound_is_marked_proven_optimal(capsys, fake_zoo):
+    status, document, _ = run_json(capsys, "--model", "tiny", "--planners", "naive,greedy_by_size,best")
+    assert status == 0
+    (source,) = document["sources"]
+    proven = {row["planner"]: row["proven_optimal"] for row in source["plans"]}
+    at_bound = {row["planner"]: row["total_bytes"] == source["lower_bound"] for row in source["plans"]}
+    assert proven == at_bound and proven["best"] and proven["greedy_by_size"]
 
 
 def test_nothing_to_plan_is_an_error(capsys):

@@ -110,7 +110,7 @@ def test_a_source_that_fails_is_reported_and_the_rest_continue(tmp_path):
     assert comparison.failures == ["cannot capture model 'broken': no out variant"]
     assert [row.source for row in comparison.rows] == ["fine"]
     written = write_report(comparison, tmp_path)
-    assert "no out variant" in written["html"].read_text()
+    assert "no out variant" in written.html.read_text()
 
 
 def test_unknown_names_are_refused_with_suggestions(tmp_path, capsys):
@@ -120,10 +120,120 @@ def test_unknown_names_are_refused_with_suggestions(tmp_path, capsys):
     assert "did you mean 'builtin'" in capsys.readouterr().err
 
 
-def test_a_layout_of_a_plan_that_does_not_exist_is_a_clear_error(tmp_path, capsys):
+def test_a_layout_of_a_plan_that_is_not_made_is_a_usage_error_before_planning(tmp_path, capsys):
     code = main(["compare", "--models", "mlp", "--planners", "naive", "--layout", "mlp:exact", "--out", str(tmp_path)])
     assert code == 2
-    assert "no plan of model 'mlp' by planner 'exact'" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert captured.err == "srbench compare: --layout mlp:exact: unknown compared planner 'exact' (known: naive)\n"
+    assert captured.out == "" and list(tmp_path.iterdir()) == []
+    code = main(["compare", "--models", "mlp", "--planners", "naive", "--layout", "mpl:naive", "--out", str(tmp_path)])
+    assert code == 2
+    assert "unknown compared model 'mpl'; did you mean 'mlp'?" in capsys.readouterr().err
+
+
+def csv_file(tmp_path, name: str):
+    path = tmp_path / f"{name}.csv"
+    write_records([R("a", 0, 1, 64), R("b", 1, 2, 128), R("c", 2, 3, 64)], path)
+    return path
+
+
+def test_when_nothing_can_be_planned_it_is_one_line_exit_2_and_no_report(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["compare", "--records", str(tmp_path / "missing.csv"), "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    missing = tmp_path / "missing.csv"
+    assert captured.err.splitlines() == [
+        f"srbench compare: {missing}: cannot read MiniMalloc CSV: No such file or directory",
+        f"srbench compare: nothing could be planned; no report written to {out}",
+    ]
+
+
+def test_a_failed_source_is_said_once_on_stderr_and_kept_in_the_reports(tmp_path, capsys):
+    out = tmp_path / "out"
+    good = csv_file(tmp_path, "good")
+    assert (
+        main(
+            ["compare", "--records", str(good), str(tmp_path / "missing.csv"), "--planners", "naive", "--out", str(out)]
+        )
+        == 1
+    )
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert line.startswith("srbench compare: ") and "missing.csv" in line and "missing.csv" not in captured.out
+    assert "missing.csv" in (out / "compare.md").read_text()
+    assert json.loads((out / "compare.json").read_text())["failures"] == [line.removeprefix("srbench compare: ")]
+
+
+def test_names_are_text_in_pictures_markdown_and_html(tmp_path, capsys):
+    """A name with TeX, Markdown and HTML in it: matplotlib must not parse it as maths (an
+    unbalanced ``$`` made it fail), Markdown must not format it, HTML must not run it."""
+    out = tmp_path / "out"
+    nasty = csv_file(tmp_path, "$a^$ <b>x *y*")
+    assert main(["compare", "--records", str(nasty), "--planners", "naive,greedy_by_size", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == ""
+    assert sorted(p.name for p in (out / "compare-figures").iterdir()) == [
+        "layout-_a_b_x_y_-greedy_by_size.png",
+        "ratio-records.png",
+    ]
+    markdown = (out / "compare.md").read_text()
+    assert "| \\$a^\\$ \\<b\\>x \\*y\\* | records | naive |" in markdown
+    page = (out / "compare.html").read_text()
+    assert "<b>" not in page and "$a^$ &lt;b&gt;x *y*" in page
+
+
+def test_a_picture_that_cannot_be_drawn_costs_only_that_picture(tmp_path, capsys, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("no font (test)")
+
+    monkeypatch.setattr("srbench.compare.output.ratio_chart_png", broken)
+    out = tmp_path / "out"
+    assert (
+        main(["compare", "--records", str(csv_file(tmp_path, "good")), "--planners", "naive", "--out", str(out)]) == 1
+    )
+    (line,) = capsys.readouterr().err.splitlines()
+    assert (
+        line
+        == "srbench compare: cannot draw the picture 'records: ratio to the lower bound': ValueError: no font (test)"
+    )
+    document = json.loads((out / "compare.json").read_text())
+    assert document["rows"] and "no font (test)" in document["failures"][0]
+    assert "no font (test)" in (out / "compare.md").read_text()
+    assert [p.name for p in (out / "compare-figures").iterdir()] == ["layout-good-naive.png"]
+
+
+def test_pictures_of_an_earlier_comparison_do_not_stay_beside_the_new_ones(tmp_path, capsys):
+    out = tmp_path / "out"
+    first, second = csv_file(tmp_path, "first"), csv_file(tmp_path, "second")
+    assert main(["compare", "--records", str(first), "--planners", "naive", "--out", str(out)]) == 0
+    assert main(["compare", "--records", str(second), "--planners", "naive", "--out", str(out)]) == 0
+    assert sorted(p.name for p in (out / "compare-figures").iterdir()) == [
+        "layout-second-naive.png",
+        "ratio-records.png",
+    ]
+    assert sorted(p.name for p in out.iterdir()) == ["compare-figures", "compare.html", "compare.json", "compare.md"]
+
+
+def test_the_ratio_chart_tells_a_few_percent_apart_and_shows_bars_at_the_bound():
+    from srbench.compare.pictures import BASELINE, CLIP_RATIO, ratio_chart
+
+    def row(source, planner, ratio):
+        return PlanRow(source, "zoo", planner, 1, int(100 * ratio), 100, ratio, 0.0, False)
+
+    rows = [row("m", "exact", 1.0), row("m", "greedy", 1.02), row("m", "scan", 1.10), row("m", "naive", 15.6)]
+    figure = ratio_chart("zoo", rows, ["exact", "greedy", "scan", "naive"])
+    (axes,) = figure.axes
+    assert axes.get_yscale() == "linear"
+    bottom, top = axes.get_ylim()
+    assert bottom == BASELINE < 1.0 and top < CLIP_RATIO * 1.1  # 15.6 does not squash the rest
+    heights = [patch.get_height() for patch in axes.patches]
+    assert heights[0] == pytest.approx(1.0 - BASELINE) and heights[0] > 0  # a plan at the bound shows
+    assert heights[1] < heights[2] and heights[2] / heights[1] > 2  # 2% and 10% look different
+    assert heights[3] == pytest.approx(CLIP_RATIO - BASELINE)  # cut off, with its value written
+    assert [text.get_text() for text in axes.texts] == ["15.6x"]
+    figure.canvas.draw()
+    labels = [label.get_text() for label in axes.get_yticklabels() if label.get_text()]
+    assert len(labels) == len(set(labels)) >= 5  # no two ticks print the same number
 
 
 def test_summary_uses_the_geometric_mean_and_counts_the_lower_bound():

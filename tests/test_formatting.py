@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from srbench.formatting import aligned_table, format_bytes, format_seconds
+from srbench.formatting import aligned_table, escape_markdown, format_bytes, format_seconds
 
 
 @pytest.mark.parametrize(
@@ -51,3 +51,35 @@ def test_aligned_table_pads_names_left_and_numbers_right():
 def test_aligned_table_rejects_ragged_rows():
     with pytest.raises(ValueError, match="every row needs 2 cells"):
         aligned_table(("A", "B"), [("only one",)])
+
+
+NASTY_NAMES = [
+    "greedy_by_size",
+    "_private_",
+    "$x_1$ and $y",
+    "<script>alert(1)</script>",
+    "a|b",
+    "**bold** *it* `code` ~~gone~~",
+    "[link](http://example.com)",
+    "# heading",
+    "&amp; &lt;",
+    "back\\slash\\",
+    "snake__case_",
+]
+
+
+@pytest.mark.parametrize("name", NASTY_NAMES)
+def test_escaped_names_render_as_themselves_in_markdown_paragraphs_and_tables(name):
+    markdown_it = pytest.importorskip("markdown_it")
+    from markdown_it.common.utils import escapeHtml
+
+    renderer = markdown_it.MarkdownIt("commonmark").enable("table")
+    escaped = escape_markdown(name)
+    assert renderer.render(f"Model {escaped}.") == f"<p>Model {escapeHtml(name)}.</p>\n"
+    table = renderer.render(f"| name |\n|---|\n| {escaped} |\n")
+    assert f"<td>{escapeHtml(name)}</td>" in table
+
+
+def test_underscores_inside_words_stay_readable():
+    assert escape_markdown("greedy_by_size") == "greedy_by_size"
+    assert escape_markdown("_x_") == "\\_x\\_"

@@ -56,7 +56,11 @@ def test_write_replaces_atomically_and_leaves_the_old_file_when_records_are_bad(
         ("", r"empty file, expected a header line id,lower,upper,size"),
         ("id,lower,size\n", r":1: .*missing \['upper'\]"),
         ("id,lower,upper,size,alignment\n", r":1: .*unknown \['alignment'\]"),
-        ("id,lower,upper,size\na,0,2,64\nb,1,x,64\n", r":3: column 'upper' must be an integer, got 'x'"),
+        ("id,lower,upper,size\na,0,2,64\nb,1,x,64\n", r":3: column 'upper' must be a decimal integer, got 'x'"),
+        ("id,lower,upper,size\na,0,2, 1_000\n", r":2: column 'size' must be a decimal integer, got ' 1_000'"),
+        ("id,lower,upper,size\na,+0,2,8\n", r":2: column 'lower' must be a decimal integer, got '\+0'"),
+        ("id,lower,upper,size\na,0,2,\u0661\n", r":2: column 'size' must be a decimal integer"),
+        ('id,lower,upper,size\na,0,2,"8\n', r":2: not CSV: unexpected end of data"),
         ("id,lower,upper,size\na,0,2\n", r":2: expected 4 fields"),
         ("id,lower,upper,size\na,2,2,64\n", r":2: buffer 'a' has an empty or inverted lifetime \[2, 2\)"),
         ("id,lower,upper,size\na,0,2,-1\n", r":2: buffer 'a' has negative size -1"),
@@ -71,6 +75,20 @@ def test_malformed_files_are_rejected_naming_file_and_line(tmp_path, text, messa
         read_records(path)
     assert str(path) in str(caught.value)
     assert isinstance(caught.value, RecordError)  # callers catching record errors see it too
+
+
+def test_a_byte_order_mark_and_spaces_around_numbers_are_accepted(tmp_path):
+    path = tmp_path / "excel.csv"
+    path.write_bytes("\ufeffid,lower,upper,size\r\na, 0 , 2,64\r\n".encode())
+    assert read_records(path) == [TensorUsageRecord("a", 0, 1, 64)]
+
+
+def test_text_that_is_not_utf8_names_the_file_and_line_once(tmp_path):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("id,lower,upper,size\nü,0,2,64\n".encode("latin-1"))
+    with pytest.raises(MiniMallocCsvError) as caught:
+        read_records(path)
+    assert str(caught.value) == f"{path}:2: not UTF-8 text (byte 0xfc); expected a UTF-8 CSV file"
 
 
 def test_a_missing_file_is_a_clear_error(tmp_path):

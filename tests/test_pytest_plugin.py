@@ -115,6 +115,28 @@ def test_an_invalid_suite_errors_with_file_key_and_expectation_while_other_suite
     )
 
 
+def test_suites_that_are_not_utf8_alias_bombs_or_repeat_keys_error_alone(pytester):
+    write_suite(pytester, "tiny.yaml", TINY_SUITE)
+    (pytester.path / "suites" / "latin1.yaml").write_bytes(
+        "description: café\naxes: {models: {names: [mlp]}, runtimes: [eager]}\n".encode("latin-1")
+    )
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    write_suite(pytester, "bomb.yaml", "\n".join([*levels, "axes: {models: {names: *a8}, runtimes: [eager]}"]))
+    write_suite(
+        pytester, "twice.yaml", "axes: {models: {names: [mlp]}, runtimes: [eager]}\nrepetitions: 3\nrepetitions: 4"
+    )
+    result = pytester.runpytest("suites", "-p", "no:randomly")
+    result.assert_outcomes(passed=3, errors=3)
+    result.stdout.fnmatch_lines_random(
+        [
+            "*SuiteError: *suites/latin1.yaml: line 1: not UTF-8 text (byte 0xe9); expected a UTF-8 YAML file",
+            "*SuiteError: *suites/bomb.yaml: more than 100,000 values once aliases (*name) are expanded;*",
+            "*SuiteError: *suites/twice.yaml: line 3, column 1: key 'repetitions' given twice in one mapping*",
+        ]
+    )
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the skip reason on a machine without a GPU")
 def test_cuda_cases_are_skipped_with_the_reason_without_a_gpu(pytester):
     write_suite(pytester, "gpu.yaml", "axes: {models: {names: [mlp]}, runtimes: [eager], devices: [cuda]}")

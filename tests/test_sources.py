@@ -27,5 +27,7 @@ def test_csv_records_round_trip_and_bad_files_name_the_path(tmp_path):
     write_records(records, tmp_path / "ok.csv")
     assert csv_records(tmp_path / "ok.csv") == records
     (tmp_path / "bad.csv").write_text("id,lower,upper,size\nx,0,1,big\n")
-    with pytest.raises(SourceError, match=r"cannot read records '.*bad\.csv'.*'size'"):
+    with pytest.raises(SourceError) as caught:
         csv_records(tmp_path / "bad.csv")
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'bad.csv'}:2: column 'size'") and message.count("bad.csv") == 1

@@ -190,6 +190,15 @@ def load_zoo_builtin():
     return provider
 
 
+def _alias_bomb(levels: int = 9) -> str:
+    """About 600 bytes that expand to 9**9 values (a "billion laughs")."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join([*lines, f"axes: {{models: {{names: *a{levels - 1}}}, runtimes: [eager]}}"])
+
+
+ALIAS_BOMB = _alias_bomb()
+
 MALFORMED = [
     pytest.param(
         "axes: {models: {names: [mlp]}, runtimes: [eager], thread: [1]}",
@@ -304,6 +313,26 @@ MALFORMED = [
     ),
     pytest.param("axes: [", "line 1, column 8", ["not valid YAML"], id="not-yaml"),
     pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager]}\nrepetitions: 3\nrepetitions: 5",
+        "line 3, column 1",
+        ["key 'repetitions' given twice in one mapping (first on line 2); expected each key once"],
+        id="duplicate-key",
+    ),
+    pytest.param(
+        "axes:\n  models: {names: [mlp]}\n  runtimes: [eager]\n  runtimes: [srbench]",
+        "line 4, column 3",
+        ["key 'runtimes' given twice"],
+        id="duplicate-nested-key",
+    ),
+    pytest.param(
+        ALIAS_BOMB,
+        "",
+        ["more than 100,000 values once aliases (*name) are expanded", "alias bomb"],
+        id="alias-bomb",
+    ),
+    pytest.param("axes: &a [*a]", "line 1, column 7", ["contains an alias to itself"], id="self-alias"),
+    pytest.param("[" * 5000 + "]" * 5000, "", ["nested too deeply"], id="too-deep"),
+    pytest.param(
         "- eager\n- srbench", "", ["expected a YAML mapping with an 'axes' key, got list"], id="not-a-mapping"
     ),
     pytest.param("", "", ["expected a YAML mapping with an 'axes' key, got NoneType"], id="empty-file"),
@@ -321,6 +350,35 @@ def test_malformed_suites_name_file_key_path_and_what_was_expected(tmp_path, tex
     assert message.startswith(f"{path}: {key_path + ': ' if key_path else ''}")
     for fragment in fragments:
         assert fragment in message
+
+
+def test_aliases_and_merge_keys_within_bounds_are_fine(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        axes: {models: {names: [mlp]}, runtimes: [eager, torchscript]}
+        tolerance_rules:
+          - &loose {runtime: eager, rtol: 0.01, atol: 0.001}
+          - {<<: *loose, runtime: torchscript, rtol: 0.1}
+        """,
+    )
+    eager, torchscript = load_suite(path).cases
+    assert (eager.rtol, eager.atol, torchscript.rtol) == (0.01, 0.001, 0.1)
+
+
+def test_a_file_that_is_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("axes: {models: {names: [mlp]}, runtimes: [eager]}\ndescription: café\n".encode("latin-1"))
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path)
+    assert str(caught.value) == f"{path}: line 2: not UTF-8 text (byte 0xe9); expected a UTF-8 YAML file"
+
+
+def test_a_file_larger_than_a_suite_is_refused_unread(tmp_path):
+    path = tmp_path / "huge.yaml"
+    path.write_text("# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(SuiteError, match=r"huge.yaml: larger than 1,048,576 bytes; expected a suite written"):
+        load_suite(path)
 
 
 def test_a_missing_file_is_a_suite_error(tmp_path):

@@ -4,6 +4,10 @@ Each subcommand is a module of this package with a ``register(subparsers)`` func
 its parser and sets ``run=callable(args) -> int``; modules are discovered, so adding a
 subcommand touches no other file. Heavy imports (torch) happen inside ``run``, keeping
 ``srbench --help`` fast.
+
+Every command exits with :class:`srbench.cli._args.ExitStatus`: 0 when everything asked for was
+done, 1 when some sources or cases failed (each said in one line on stderr), 2 for a usage error
+or when nothing could run; argparse's own usage errors are 2 as well. Ctrl-C is 130, as in shells.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+
+INTERRUPTED = 128 + 2  # killed by SIGINT, as a shell reports it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"srbench {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`srbench models | head`): stop quietly, as Unix tools do.
         devnull = os.open(os.devnull, os.O_WRONLY)

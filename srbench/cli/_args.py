@@ -8,9 +8,34 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import sys
 from collections.abc import Callable, Mapping
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
+
+
+class ExitStatus(IntEnum):
+    """What every srbench command's exit status means (the README's table says the same)."""
+
+    DONE = 0  # everything asked for was done
+    SOME_FAILED = 1  # some sources, cases or planners failed: each said so in one line; the rest was done
+    UNUSABLE = 2  # a usage error (unknown name, bad option), or nothing could run at all
+
+    @classmethod
+    def of(cls, *, done: int, failed: int) -> ExitStatus:
+        """The status of a command that did ``done`` pieces of work and saw ``failed`` fail."""
+        if not done:
+            return cls.UNUSABLE
+        return cls.SOME_FAILED if failed else cls.DONE
+
+
+def print_error(command: str, message: str) -> None:
+    """One line on stderr, ``srbench COMMAND: message``: how every command reports a problem (a
+    message of several lines, such as some of torch.export's, is joined into one)."""
+    one_line = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    print(f"srbench {command}: {one_line}", file=sys.stderr)
+
 
 # Seconds a searching planner (one whose plan() takes ``time_limit``, such as ``exact``) may spend
 # per source: long enough to prove most inference graphs, short enough for a whole zoo.

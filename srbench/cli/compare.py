@@ -5,23 +5,32 @@ planning time, then a per-planner summary (geometric mean of the ratio, worst ca
 bound is reached); a progress bar runs meanwhile. Writes ``compare.json``, ``compare.md`` and a
 self-contained ``compare.html`` (pictures inlined) to ``--out`` (default ``results/``), with the
 pictures as PNG files beside them. Models are captured and analysed as ``srbench plan`` does
-(:mod:`srbench.memory.sources`); a model that cannot be captured is reported and the others
-continue (exit status 1).
+(:mod:`srbench.memory.sources`); a source that fails is one line on stderr and the others
+continue (exit status 1; 2 when nothing could be planned, and then no report is written).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from srbench.compare.run import Source
+    from srbench.memory.records import TensorUsageRecord
+    from srbench.zoo import Zoo
 
 from srbench.cli._args import (
+    ExitStatus,
     add_planning_options,
     add_records_option,
     capture_options,
     comma_separated,
     planner_options,
+    print_error,
 )
 
 DEFAULT_ZOOS = ["builtin"]
@@ -71,7 +80,7 @@ def _layout(text: str) -> tuple[str, str]:
     return model, planner
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitStatus:
     from srbench.compare.output import write_report
     from srbench.compare.run import compare
     from srbench.compare.summary import summarize
@@ -82,37 +91,57 @@ def run(args: argparse.Namespace) -> int:
     known = planner_names()
     planners = known if args.planners == ["all"] else args.planners
     unknown = [name for name in planners if name not in known]
+    for name in unknown:
+        print_error("compare", unknown_name_message("planner", name, known))
     if unknown:
-        for name in unknown:
-            print(f"srbench compare: {unknown_name_message('planner', name, known)}", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     try:
         sources, failures = _sources(args)
+        _check_layouts(args.layout or [], [source.name for source in sources], planners)
     except LookupError as error:
-        print(f"srbench compare: {error}", file=sys.stderr)
-        return 2
+        print_error("compare", str(error))
+        return ExitStatus.UNUSABLE
     if not sources and not failures:
-        print("srbench compare: nothing to compare: no models selected and no --records", file=sys.stderr)
-        return 2
+        print_error("compare", "nothing to compare: no models selected and no --records")
+        return ExitStatus.UNUSABLE
     given = planner_options({name: get_planner(name) for name in planners}, args.time_limit)
     options = {name: values for name, values in given.items() if values}
     comparison = compare(sources, planners, alignment=args.alignment, options=options)
     comparison.failures[:0] = failures
+    for failure in comparison.failures:
+        print_error("compare", failure)
+    if not comparison.rows:
+        print_error("compare", f"nothing could be planned; no report written to {args.out}")
+        return ExitStatus.UNUSABLE
     print(text_report(comparison, summarize(comparison.rows, comparison.planners)))
     metadata = {"command": "srbench " + " ".join(sys.argv[1:]), "batch": args.batch, "decompose": args.decompose}
-    try:
-        written = write_report(comparison, args.out, layouts=args.layout, metadata=metadata)
-    except ValueError as error:
-        print(f"srbench compare: {error}", file=sys.stderr)
-        return 2
+    written = write_report(comparison, args.out, layouts=args.layout, metadata=metadata)
+    for failure in written.failures:
+        print_error("compare", failure)
     print(
-        f"\nwrote {written['json']}, {written['markdown']}, {written['html']} and "
-        f"{len(written) - 3} picture(s) in {args.out / 'compare-figures'}"
+        f"\nwrote {written.json}, {written.markdown}, {written.html} and "
+        f"{len(written.pictures)} picture(s) in {written.figure_dir}"
     )
-    return 1 if comparison.failures else 0
+    return ExitStatus.of(done=len(comparison.rows), failed=len(comparison.failures) + len(written.failures))
 
 
-def _sources(args: argparse.Namespace) -> tuple[list, list[str]]:
+def _check_layouts(layouts: Sequence[tuple[str, str]], sources: Sequence[str], planners: Sequence[str]) -> None:
+    """Raise LookupError (naming the nearest names) for a ``--layout`` whose model is not
+    compared or whose planner is not run: a typo is a usage error, found before planning."""
+    from srbench.registry import UnknownPluginError, unknown_name_message
+
+    for model, planner in layouts:
+        if model not in sources:
+            raise UnknownPluginError(
+                f"--layout {model}:{planner}: " + unknown_name_message("compared model", model, list(sources))
+            )
+        if planner not in planners:
+            raise UnknownPluginError(
+                f"--layout {model}:{planner}: " + unknown_name_message("compared planner", planner, list(planners))
+            )
+
+
+def _sources(args: argparse.Namespace) -> tuple[list[Source], list[str]]:
     """The sources to compare, and a failure line per selected provider that is unavailable here.
 
     Raises LookupError (with the known names) for an unknown provider or model name.
@@ -142,8 +171,8 @@ def _sources(args: argparse.Namespace) -> tuple[list, list[str]]:
     return sources, failures
 
 
-def _model_loader(zoo, name: str, args: argparse.Namespace):
-    def load():
+def _model_loader(zoo: Zoo, name: str, args: argparse.Namespace) -> Callable[[], Sequence[TensorUsageRecord]]:
+    def load() -> Sequence[TensorUsageRecord]:
         from srbench.memory.sources import model_records
 
         return model_records(zoo, name, **capture_options(args)).records

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from typing import Any
 
+from srbench.cli._args import ExitStatus, print_error
 from srbench.formatting import aligned_table
 
 
@@ -34,6 +34,8 @@ def rows(providers: Sequence[str] | None = None, families: Sequence[str] | None 
         case = entry.case
         if (providers and case.provider not in providers) or (families and case.family not in families):
             continue
+        parameters: int | None
+        source: str | None
         if entry.available:
             parameters, source = case.parameter_count(), "counted"
         else:
@@ -99,19 +101,21 @@ def check_filters(providers: Sequence[str] | None, families: Sequence[str] | Non
                 raise UnknownPluginError(unknown_name_message(kind, name, known))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitStatus:
+    """Lists every case, available or not (an unavailable provider is part of the listing, not a
+    failure of it): 0, or 2 for an unknown filter name."""
     from srbench.registry import UnknownPluginError
     from srbench.zoo import load_zoo
 
     try:
         check_filters(args.provider, args.family)
     except UnknownPluginError as error:
-        print(f"srbench models: {error}", file=sys.stderr)
-        return 2
+        print_error("models", str(error))
+        return ExitStatus.UNUSABLE
     listed = rows(args.provider, args.family)
     unavailable = load_zoo().unavailable
     if args.json:
         print(json.dumps({"models": listed, "unavailable_providers": unavailable}, indent=2))
     else:
         print(format_table(listed, unavailable))
-    return 0
+    return ExitStatus.DONE

@@ -12,21 +12,26 @@ one line naming it and the reason, and the others still run; the exit status is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from srbench.cli._args import (
+    ExitStatus,
     add_planning_options,
     add_records_option,
     capture_options,
     comma_separated,
     planner_options,
+    print_error,
 )
 from srbench.formatting import aligned_table, format_bytes, format_seconds
+
+# Generated files go under results/ (ignored by git as a whole), not into a new folder of the checkout.
+DEFAULT_RECORDS_DIR = Path("results") / "records"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +54,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_planning_options(parser)
     parser.add_argument(
-        "--save-records", type=Path, metavar="DIR", help="also write each source's records to DIR/<name>.csv"
+        "--save-records",
+        nargs="?",
+        type=Path,
+        const=DEFAULT_RECORDS_DIR,
+        metavar="DIR",
+        help=f"also write each source's records to DIR/<name>.csv (default DIR: {DEFAULT_RECORDS_DIR}/, "
+        "with the other generated results)",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
     parser.set_defaults(run=run)
@@ -79,33 +90,36 @@ class SourceReport:
     errors: list[str] = field(default_factory=list)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitStatus:
     from srbench.memory.sources import SourceError
     from srbench.planners import planner_names
+    from srbench.registry import unknown_name_message
 
     if not (args.model or args.all or args.records):
-        print("srbench plan: nothing to plan: give --model NAME, --all or --records FILE.csv", file=sys.stderr)
-        return 2
+        print_error("plan", "nothing to plan: give --model NAME, --all or --records FILE.csv")
+        return ExitStatus.UNUSABLE
     names = args.planners or planner_names()
     unknown = [name for name in names if name not in planner_names()]
+    for name in unknown:
+        print_error("plan", unknown_name_message("planner", name, planner_names()))
+    try:
+        sources = list(_sources(args))
+    except LookupError as error:  # an unknown model name
+        print_error("plan", str(error))
+        return ExitStatus.UNUSABLE
     if unknown:
-        from srbench.registry import unknown_name_message
-
-        for name in unknown:
-            print(f"srbench plan: {unknown_name_message('planner', name, planner_names())}", file=sys.stderr)
-        return 2
+        return ExitStatus.UNUSABLE
     planners, broken = _load_planners(names)
     options = planner_options(planners, args.time_limit)
 
     reports = []
-    for name, kind, load in _sources(args):
+    for name, kind, load in sources:
         report = SourceReport(name=name, kind=kind)
         reports.append(report)
         try:
             records, outputs = load()
         except SourceError as error:
-            report.errors.append(str(error))
-            print(f"srbench plan: {error}", file=sys.stderr)
+            _fail(report, str(error))
             continue
         if args.save_records:
             _save(records, args.save_records / f"{name}.csv", report)
@@ -114,9 +128,16 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         document = {"alignment": args.alignment, "planner_errors": broken, "sources": [asdict(r) for r in reports]}
         print(json.dumps(document, indent=2, default=str))
-    else:
-        print(format_table(reports, broken))
-    return 1 if broken or any(report.errors for report in reports) else 0
+    elif any(report.plans for report in reports):
+        print(format_table(reports))
+    failures = len(broken) + sum(len(report.errors) for report in reports)
+    return ExitStatus.of(done=sum(len(report.plans) for report in reports), failed=failures)
+
+
+def _fail(report: SourceReport, message: str) -> None:
+    """Record a failure of ``report``'s source and say it, once, on stderr."""
+    report.errors.append(message)
+    print_error("plan", message)
 
 
 def _load_planners(names: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
@@ -129,20 +150,24 @@ def _load_planners(names: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
             loaded[name] = get_planner(name)
         except ImportError as error:
             broken.append(f"planner {name!r} cannot be loaded: {type(error).__name__}: {error}")
-            print(f"srbench plan: {broken[-1]}", file=sys.stderr)
+            print_error("plan", broken[-1])
     return loaded, broken
 
 
 def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, Any]]:
     """(name, kind, loader) for each source; a loader returns (records, output records) or raises
-    :class:`srbench.memory.sources.SourceError`."""
+    :class:`srbench.memory.sources.SourceError`. An unknown model name raises
+    :class:`~srbench.registry.UnknownPluginError` (a LookupError) before any source is loaded."""
     from srbench.memory.sources import csv_records
 
     names = list(args.model)
     if args.all or names:
-        from srbench.zoo import load_zoo
+        from srbench.zoo import ProviderUnavailable, load_zoo
 
         zoo = load_zoo()
+        for name in names:
+            with contextlib.suppress(ProviderUnavailable):  # known but unavailable: that source fails alone
+                zoo.get(name)
         if args.all:
             names += [name for name in zoo.cases if name not in names]
         for name in names:
@@ -165,8 +190,7 @@ def _save(records: list, path: Path, report: SourceReport) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_records(records, path)
     except OSError as error:
-        report.errors.append(f"cannot save records of {report.name!r} to {str(path)!r}: {error}")
-        print(f"srbench plan: {report.errors[-1]}", file=sys.stderr)
+        _fail(report, f"cannot save records of {report.name!r} to {str(path)!r}: {error}")
 
 
 def _plan_source(
@@ -183,8 +207,7 @@ def _plan_source(
         try:
             result = plan_memory(records, planner, alignment=args.alignment, **given)
         except (PlanError, RecordError) as error:
-            report.errors.append(f"{report.name}: planner {planner!r} failed: {error}")
-            print(f"srbench plan: {report.errors[-1]}", file=sys.stderr)
+            _fail(report, f"{report.name}: planner {planner!r} failed: {error}")
             continue
         report.lower_bound = result.lower_bound
         report.plans.append(
@@ -199,8 +222,9 @@ def _plan_source(
         )
 
 
-def format_table(reports: Sequence[SourceReport], planner_errors: Sequence[str] = ()) -> str:
-    """One row per source and planner; numbers right-aligned. ``*`` marks a proven optimum."""
+def format_table(reports: Sequence[SourceReport]) -> str:
+    """One row per source and planner; numbers right-aligned. ``*`` marks a proven optimum.
+    Failures are not repeated here: each was said once, on stderr, when it happened."""
     header = ("MODEL", "PLANNER", "TENSORS", "TOTAL", "TOTAL BYTES", "LOWER BOUND", "RATIO", "TIME")
     rows = []
     for report in reports:
@@ -226,8 +250,4 @@ def format_table(reports: Sequence[SourceReport], planner_errors: Sequence[str] 
                 f"{report.name}: {report.output_tensors} graph output(s), {format_bytes(report.output_bytes)}, "
                 "live to the end and not planned"
             )
-    failed = [*planner_errors, *(error for report in reports for error in report.errors)]
-    if failed:
-        lines.append(f"{len(failed)} failure(s):")
-        lines.extend(f"  {error}" for error in failed)
     return "\n".join(lines)

@@ -58,8 +58,11 @@ def html_report(
     zoo_summaries: Mapping[str, Sequence[PlannerSummary]],
     figures: Mapping[str, bytes],
     title: str = "srbench planner comparison",
+    failures: Sequence[str] | None = None,
 ) -> str:
-    """The page: the per-planner summary (overall and per zoo), every plan, every picture."""
+    """The page: the per-planner summary (overall and per zoo), every plan, every picture, and the
+    failures (default: the comparison's)."""
+    failures = comparison.failures if failures is None else failures
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -73,9 +76,9 @@ def html_report(
     for zoo, zoo_summary in zoo_summaries.items():
         parts += [f"<h3>{html.escape(zoo)}</h3>", _table(summary_table(zoo_summary), SUMMARY_NAME_COLUMNS)]
     parts += ["<h2>Every plan</h2>", _table(plan_table(comparison), PLAN_NAME_COLUMNS)]
-    if comparison.failures:
-        items = "".join(f"<li>{html.escape(failure)}</li>" for failure in comparison.failures)
-        parts += [f"<h2>Failures ({len(comparison.failures)})</h2><ul>{items}</ul>"]
+    if failures:
+        items = "".join(f"<li>{html.escape(failure)}</li>" for failure in failures)
+        parts += [f"<h2>Failures ({len(failures)})</h2><ul>{items}</ul>"]
     if figures:
         parts.append("<h2>Pictures</h2>")
         parts += [_image(name, png) for name, png in figures.items()]

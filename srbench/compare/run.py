@@ -87,8 +87,8 @@ def compare(
     shows progress on a terminal (``progress=None``), always (True) or never (False)."""
     from tqdm import tqdm
 
-    options = {name: dict(values) for name, values in (options or {}).items()}
-    comparison = Comparison(planners=list(planners), alignment=alignment, options=options)
+    given = {name: dict(values) for name, values in (options or {}).items()}
+    comparison = Comparison(planners=list(planners), alignment=alignment, options=given)
     with tqdm(
         total=len(sources) * len(planners), unit="plan", disable=None if progress is None else not progress
     ) as bar:
@@ -103,12 +103,14 @@ def compare(
             comparison.records[source.name] = records
             for planner in planners:
                 bar.set_postfix_str(planner)
-                _plan_one(comparison, source, records, planner, options.get(planner, {}))
+                _plan_one(comparison, source, records, planner, given.get(planner, {}))
                 bar.update(1)
     return comparison
 
 
-def _plan_one(comparison: Comparison, source: Source, records: list, planner: str, options: dict) -> None:
+def _plan_one(
+    comparison: Comparison, source: Source, records: list[TensorUsageRecord], planner: str, options: dict[str, Any]
+) -> None:
     try:
         result = plan_memory(records, planner, alignment=comparison.alignment, **options)
     except (PlanError, RecordError) as error:

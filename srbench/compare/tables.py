@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from srbench.compare.run import Comparison
 from srbench.compare.summary import PlannerSummary
-from srbench.formatting import aligned_table, format_bytes, format_seconds
+from srbench.formatting import aligned_table, escape_markdown, format_bytes, format_seconds
 
-Table = tuple[tuple[str, ...], list[tuple[str, ...]]]
+Table = tuple[Sequence[str], Sequence[Sequence[str]]]
 # Columns before this index hold names (left-aligned); the rest hold numbers (right-aligned).
 PLAN_NAME_COLUMNS = 3
 SUMMARY_NAME_COLUMNS = 1
@@ -67,13 +67,17 @@ def markdown(table: Table, name_columns: int) -> str:
     rule = ["---" if i < name_columns else "---:" for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+        return "| " + " | ".join(cells) + " |"
 
-    return "\n".join([line(header), line(rule), *(line(row) for row in rows)])
+    def escaped(cells: Sequence[str]) -> str:
+        return line([escape_markdown(cell) for cell in cells])
+
+    return "\n".join([escaped(header), line(rule), *(escaped(row) for row in rows)])
 
 
 def text_report(comparison: Comparison, summaries: Sequence[PlannerSummary]) -> str:
-    """What ``srbench compare`` prints: every plan, then the per-planner summary and failures."""
+    """What ``srbench compare`` prints: every plan, then the per-planner summary (failures are said
+    on stderr as they are found, not repeated here)."""
     parts = [
         aligned(plan_table(comparison), PLAN_NAME_COLUMNS),
         "",
@@ -81,6 +85,4 @@ def text_report(comparison: Comparison, summaries: Sequence[PlannerSummary]) -> 
     ]
     if any(row.proven_optimal for row in comparison.rows):
         parts.append(f"{PROVEN_MARK} proven optimal")
-    if comparison.failures:
-        parts += ["", f"{len(comparison.failures)} failure(s):", *(f"  {f}" for f in comparison.failures)]
     return "\n".join(parts)

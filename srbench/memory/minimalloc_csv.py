@@ -14,8 +14,10 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from srbench.fileio import atomic_write_text
 from srbench.memory.records import RecordError, TensorUsageRecord, check_records
@@ -28,26 +30,45 @@ class MiniMallocCsvError(RecordError):
     """A MiniMalloc CSV file that cannot be read as records; the message names file and line."""
 
 
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
 def _parse_int(text: str, column: str, where: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise MiniMallocCsvError(f"{where}: column {column!r} must be an integer, got {text!r}") from None
+    """Decimal digits (with an optional minus), spaces around them allowed: Python's ``int()``
+    would also take ``1_000``, ``+5`` and non-ASCII digits, which no CSV writer means."""
+    if _INTEGER.fullmatch(text.strip()) is None:
+        raise MiniMallocCsvError(f"{where}: column {column!r} must be a decimal integer, got {text!r}")
+    return int(text)
 
 
 def read_records(path: str | os.PathLike[str]) -> list[TensorUsageRecord]:
     """Read the buffers of a MiniMalloc CSV file as records (``last = upper - 1``).
 
-    Raises :class:`MiniMallocCsvError` naming the file and line of the first malformed row:
-    a missing or unknown column, a non-integer field, an empty or inverted interval, a negative
-    size, or a duplicate id.
+    The file is UTF-8, with or without a byte-order mark (spreadsheets write one). Raises
+    :class:`MiniMallocCsvError` naming the file and line of the first problem: text that is not
+    UTF-8 or not CSV, a missing or unknown column, a field that is not a decimal integer, an empty
+    or inverted interval, a negative size, or a duplicate id.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise MiniMallocCsvError(f"{path}: cannot read MiniMalloc CSV: {error.strerror or error}") from error
-    reader = csv.reader(io.StringIO(text))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise MiniMallocCsvError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[error.start]:02x}); expected a UTF-8 CSV file"
+        ) from None
+    reader = csv.reader(io.StringIO(text), strict=True)
+    try:
+        return _records(reader, path)
+    except csv.Error as error:
+        raise MiniMallocCsvError(f"{path}:{reader.line_num}: not CSV: {error}") from None
+
+
+def _records(reader: Any, path: Path) -> list[TensorUsageRecord]:
     header = next(reader, None)
     if header is None:
         raise MiniMallocCsvError(f"{path}: empty file, expected a header line {','.join(REQUIRED_COLUMNS)}")

@@ -62,13 +62,14 @@ def model_records(
 
 
 def csv_records(path: str | os.PathLike[str]) -> list[TensorUsageRecord]:
-    """The records of a MiniMalloc CSV file (see :mod:`srbench.memory.minimalloc_csv`)."""
+    """The records of a MiniMalloc CSV file (see :mod:`srbench.memory.minimalloc_csv`), whose
+    errors already name the file and line."""
     from srbench.memory.minimalloc_csv import read_records
 
     try:
         return read_records(path)
     except RecordError as error:
-        raise SourceError(f"cannot read records {os.fspath(path)!r}: {error}") from error
+        raise SourceError(str(error)) from error
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ records, times the planner, validates the plan it returns, and puts the lower bo
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,4 +70,7 @@ def plan_memory(
     plan = plan_fn(records, alignment=alignment, **options)
     seconds = time.perf_counter() - start
     validate_plan(records, plan, alignment)
-    return PlanResult(plan=plan, lower_bound=lower_bound(records), seconds=seconds, num_tensors=len(records))
+    bound = lower_bound(records)
+    if plan.total_bytes == bound and not plan.proven_optimal:  # no plan is below the bound: a proof
+        plan = dataclasses.replace(plan, proven_optimal=True)
+    return PlanResult(plan=plan, lower_bound=bound, seconds=seconds, num_tensors=len(records))

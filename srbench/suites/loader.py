@@ -8,11 +8,10 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from srbench.options import plugin_options
 from srbench.registry import UnknownPluginError, unknown_name_message
 from srbench.runtimes import get_runtime, runtime_names
+from srbench.suites.bounded_yaml import MAX_BYTES, YamlProblem, load_yaml
 from srbench.suites.expand import RuntimeTraits, default_axes, expand
 from srbench.suites.schema import key_path, validate_document
 from srbench.suites.spec import Suite, SuiteError
@@ -20,17 +19,27 @@ from srbench.zoo import FAMILIES, PROVIDERS, Zoo, ZooEntry, load_zoo
 
 
 def read_document(path: pathlib.Path) -> dict[str, Any]:
+    """The suite's YAML mapping. Refuses, naming the file and where: a file that cannot be read,
+    is larger than :data:`~srbench.suites.bounded_yaml.MAX_BYTES`, is not UTF-8, is not valid or
+    bounded YAML (see :mod:`srbench.suites.bounded_yaml`), or is not a mapping."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as file:
+            data = file.read(MAX_BYTES + 1)
     except OSError as error:
         raise SuiteError(path, "", f"cannot read the file: {error.strerror or error}") from error
+    if len(data) > MAX_BYTES:
+        raise SuiteError(path, "", f"larger than {MAX_BYTES:,} bytes; expected a suite written out by hand")
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise SuiteError(path, where, f"not valid YAML: {problem}; expected a YAML mapping") from error
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise SuiteError(
+            path, f"line {line}", f"not UTF-8 text (byte 0x{data[error.start]:02x}); expected a UTF-8 YAML file"
+        ) from None
+    try:
+        document = load_yaml(text)
+    except YamlProblem as problem:
+        raise SuiteError(path, problem.where, str(problem)) from None
     if not isinstance(document, dict):
         raise SuiteError(path, "", f"expected a YAML mapping with an 'axes' key, got {type(document).__name__}")
     return document
