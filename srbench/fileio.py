@@ -142,3 +142,21 @@ def atomic_directory(path: str | os.PathLike[str], *, replace: bool = True) -> I
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
+
+
+class NotUtf8Error(ValueError):
+    """Bytes that are not UTF-8 text; ``line`` (1-based) is where the first bad byte is."""
+
+    def __init__(self, line: int, byte: int):
+        super().__init__(f"not UTF-8 text (byte 0x{byte:02x})")
+        self.line = line
+
+
+def decode_utf8(data: bytes) -> str:
+    """The UTF-8 text in ``data``, without the byte-order mark some editors and spreadsheets put
+    first; raises :class:`NotUtf8Error` with the line of the first byte that is not UTF-8, so a
+    reader can name the file and the line instead of showing a traceback."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise NotUtf8Error(data[: error.start].count(b"\n") + 1, data[error.start]) from None

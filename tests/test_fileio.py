@@ -10,7 +10,14 @@ import sys
 
 import pytest
 
-from srbench.fileio import atomic_directory, atomic_path, atomic_write_text, remove_stale_temporaries
+from srbench.fileio import (
+    NotUtf8Error,
+    atomic_directory,
+    atomic_path,
+    atomic_write_text,
+    decode_utf8,
+    remove_stale_temporaries,
+)
 
 
 def _dead_pid() -> int:
@@ -97,3 +104,10 @@ def test_a_new_directory_never_replaces_an_existing_one_unless_asked(tmp_path):
         (temporary / "summary.json").write_text("{}")
     assert list((tmp_path / "run").iterdir()) == []
     assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_utf8_text_drops_a_byte_order_mark_and_names_the_line_of_a_bad_byte():
+    assert decode_utf8("\ufeffid\nx".encode()) == "id\nx"
+    with pytest.raises(NotUtf8Error, match=r"^not UTF-8 text \(byte 0xff\)$") as caught:
+        decode_utf8(b"a\nb\n\xff")
+    assert caught.value.line == 3

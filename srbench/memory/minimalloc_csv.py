@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from srbench.fileio import atomic_write_text
+from srbench.fileio import NotUtf8Error, atomic_write_text, decode_utf8
 from srbench.memory.records import RecordError, TensorUsageRecord, check_records
 
 REQUIRED_COLUMNS = ("id", "lower", "upper", "size")
@@ -55,12 +55,9 @@ def read_records(path: str | os.PathLike[str]) -> list[TensorUsageRecord]:
     except OSError as error:
         raise MiniMallocCsvError(f"{path}: cannot read MiniMalloc CSV: {error.strerror or error}") from error
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise MiniMallocCsvError(
-            f"{path}:{line}: not UTF-8 text (byte 0x{data[error.start]:02x}); expected a UTF-8 CSV file"
-        ) from None
+        text = decode_utf8(data)
+    except NotUtf8Error as error:
+        raise MiniMallocCsvError(f"{path}:{error.line}: {error}; expected a UTF-8 CSV file") from None
     reader = csv.reader(io.StringIO(text), strict=True)
     try:
         return _records(reader, path)

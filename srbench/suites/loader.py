@@ -8,6 +8,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
+from srbench.fileio import NotUtf8Error, decode_utf8
 from srbench.options import plugin_options
 from srbench.registry import UnknownPluginError, unknown_name_message
 from srbench.runtimes import get_runtime, runtime_names
@@ -30,12 +31,9 @@ def read_document(path: pathlib.Path) -> dict[str, Any]:
     if len(data) > MAX_BYTES:
         raise SuiteError(path, "", f"larger than {MAX_BYTES:,} bytes; expected a suite written out by hand")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise SuiteError(
-            path, f"line {line}", f"not UTF-8 text (byte 0x{data[error.start]:02x}); expected a UTF-8 YAML file"
-        ) from None
+        text = decode_utf8(data)
+    except NotUtf8Error as error:
+        raise SuiteError(path, f"line {error.line}", f"{error}; expected a UTF-8 YAML file") from None
     try:
         document = load_yaml(text)
     except YamlProblem as problem:
