@@ -98,10 +98,10 @@ def test_a_missing_file_is_a_clear_error(tmp_path):
 
 def test_the_shipped_minimalloc_instances_load_with_their_published_lower_bounds():
     loaded = {path.name: read_records(path) for path in sorted(DATA.glob("*.csv"))}
-    assert sorted(loaded) == [f"{letter}.1048576.csv" for letter in "ABCDEF"]
+    assert sorted(loaded) == [f"{letter}.1048576.csv" for letter in "ABCDEFGHIJK"]
     assert len(loaded["A.1048576.csv"]) == 154
     assert loaded["A.1048576.csv"][0] == TensorUsageRecord("0", 995328, 1000447, 656384)
     # The file name's capacity is at least the lower bound, and reached by most (README).
     bounds = {name: lower_bound(records) for name, records in loaded.items()}
     assert all(bound <= 1048576 for bound in bounds.values())
-    assert sum(bound == 1048576 for bound in bounds.values()) == 4
+    assert sum(bound == 1048576 for bound in bounds.values()) == 8
