@@ -2,7 +2,8 @@
 
 ``static_options`` parametrizes a test over every combination of the static runtime's switches
 (out variants, cleanup, managed outputs, decompose); ``conformance`` runs PyTorch Static Runtime's
-test protocol on a model under given options and compares everything eager does.
+test protocol on a model under given options and compares everything eager does; ``reachability``
+is the brute-force happens-before oracle of the scheduler tests.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from torch.utils import _pytree as pytree
 
 from srbench.measure.equivalence import compare
 from srbench.runtimes import intra_op_threads
+from srbench.schedulers import Schedule
 from srbench.static import StaticModule, StaticOptions
 
 ALL_STATIC_OPTIONS = [
@@ -100,3 +102,32 @@ def conformance(one_thread: None) -> Protocol:
         return module
 
     return run
+
+
+def _reachability(schedule: Schedule) -> Callable[[str], set[str]]:
+    """The ops reachable from an op through same-stream successions and waits, found by a plain
+    search: the oracle the vector clocks of ``HappensBefore`` are tested against."""
+    successors: dict[str, set[str]] = {op: set() for ops in schedule.streams for op in ops}
+    for ops in schedule.streams:
+        for a, b in itertools.pairwise(ops):
+            successors[a].add(b)
+    for wait in schedule.waits:
+        successors[wait.producer].add(wait.consumer)
+
+    def after(op: str) -> set[str]:
+        seen: set[str] = set()
+        stack = [op]
+        while stack:
+            for nxt in successors[stack.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return seen
+
+    return after
+
+
+@pytest.fixture(scope="session")
+def reachability() -> Callable[[Schedule], Callable[[str], set[str]]]:
+    """``reachability(schedule)(op)``: the ops a schedule orders after ``op`` (brute force)."""
+    return _reachability
