@@ -249,3 +249,16 @@ def test_an_in_place_rewrite_that_writes_the_input_is_flagged(monkeypatch, model
 def test_tolerances_that_switch_the_check_off_are_refused(rtol, atol, model):
     with pytest.raises(ValueError, match=r"(rtol|atol) must be a finite number >= 0, got"):
         protocol(lambda x: model(x), model, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "-1"])
+@pytest.mark.parametrize("where", ["tolerance: {%s: %s}", "tolerance_rules: [{runtime: eager, %s: %s}]"])
+@pytest.mark.parametrize("key", ["rtol", "atol"])
+def test_suites_refuse_tolerances_that_switch_the_check_off(tmp_path, key, where, value):
+    from srbench.suites import SuiteError, load_suite
+
+    path = tmp_path / "loose.yaml"
+    path.write_text("axes: {models: {names: [mlp]}, runtimes: [eager]}\n" + where % (key, value) + "\n")
+    expected = "is less than the minimum of 0" if value.startswith("-") else "expected a finite number, got "
+    with pytest.raises(SuiteError, match=rf"loose.yaml: tolerance(_rules\[0\])?\.{key}: .*{expected}"):
+        load_suite(path)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import pathlib
 from collections.abc import Sequence
 from typing import Any
@@ -37,7 +38,10 @@ _RULE_VALUES: dict[str, dict[str, Any]] = {
 }
 
 _RULE_PROPERTIES = {key: _one_or_many(value) for key, value in _RULE_VALUES.items()}
-_TOLERANCE = {"rtol": {"type": "number", "minimum": 0}, "atol": {"type": "number", "minimum": 0}}
+# A tolerance of infinity (or NaN, which no comparison fails) would switch the equivalence check off.
+_FINITE = "finite"
+_TOLERANCE_VALUE = {"type": "number", "minimum": 0, "format": _FINITE}
+_TOLERANCE = {"rtol": _TOLERANCE_VALUE, "atol": _TOLERANCE_VALUE}
 
 SUITE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -93,7 +97,15 @@ SUITE_SCHEMA: dict[str, Any] = {
     },
 }
 
-_VALIDATOR = jsonschema.Draft202012Validator(SUITE_SCHEMA)
+_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@_FORMATS.checks(_FINITE)
+def _is_finite(value: object) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+_VALIDATOR = jsonschema.Draft202012Validator(SUITE_SCHEMA, format_checker=_FORMATS)
 
 
 def key_path(parts: Sequence[str | int]) -> str:
@@ -129,6 +141,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"expected at least one of the keys {', '.join(wanted)}"
     if error.validator == "anyOf":
         return f"expected {_expected(error.validator_value[0])} or a list of them, got {error.instance!r}"
+    if error.validator == "format" and error.validator_value == _FINITE:
+        return f"expected a finite number, got {error.instance!r} (it would switch the equivalence check off)"
     if error.validator == "minProperties":
         return f"expected at least one of the keys {', '.join(sorted(error.schema.get('properties', {})))}"
     return error.message
