@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -160,6 +160,18 @@ class Option:
 def options_of(cls: type[StaticOptions] = RuntimeOptions) -> tuple[Option, ...]:
     """The options of ``cls`` in declaration order (the order of a case id's parts)."""
     return tuple(Option(f.name, f.default, f.metadata[_METADATA_KEY]) for f in dataclasses.fields(cls))
+
+
+def id_parts(options: StaticOptions, names: Collection[str] | None = None) -> list[str]:
+    """The case-id parts of ``options`` (only of the options in ``names``, when given), in
+    declaration order: ``["greedy_by_size", "cleanup", "out", "t1"]``."""
+    parts = []
+    for option in options_of(type(options)):
+        if names is None or option.name in names:
+            part = option.info.id_part(getattr(options, option.name))
+            if part is not None:
+                parts.append(part)
+    return parts
 
 
 def plugin_options() -> tuple[tuple[Option, Registry], ...]:

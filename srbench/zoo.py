@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Protocol
 
 import torch
@@ -174,7 +174,7 @@ def _catalog(provider: object) -> list[ModelCase]:
     return list(catalog()) if callable(catalog) else []
 
 
-def build_zoo(providers: Sequence[tuple[str, Callable[[], object]]]) -> Zoo:
+def build_zoo(providers: Sequence[tuple[str, Callable[[], Provider]]]) -> Zoo:
     """A zoo from ``(name, load)`` pairs; a provider that fails to load or to work is reported, not fatal.
 
     Any exception counts as failing (a library built for another torch raises RuntimeError or
@@ -214,4 +214,4 @@ def build_zoo(providers: Sequence[tuple[str, Callable[[], object]]]) -> Zoo:
 @cache
 def load_zoo() -> Zoo:
     """Load every installed provider once; a provider that fails is reported, not fatal."""
-    return build_zoo([(name, lambda name=name: PROVIDERS.load(name)) for name in PROVIDERS.names()])
+    return build_zoo([(name, partial(PROVIDERS.load, name)) for name in PROVIDERS.names()])

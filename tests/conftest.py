@@ -17,6 +17,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from srbench.measure.equivalence import compare
+from srbench.options import id_parts
 from srbench.runtimes import intra_op_threads
 from srbench.schedulers import Schedule
 from srbench.static import StaticModule, StaticOptions
@@ -30,14 +31,7 @@ ALL_STATIC_OPTIONS = [
 
 
 def static_options_id(options: StaticOptions) -> str:
-    return "-".join(
-        (
-            "out" if options.enable_out_variant else "noout",
-            "cleanup" if options.cleanup_activations else "keep",
-            "managed" if options.manage_output_tensors else "fresh",
-            "core" if options.decompose else "export",
-        )
-    )
+    return "-".join(id_parts(options))
 
 
 @pytest.fixture(params=ALL_STATIC_OPTIONS, ids=static_options_id)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from srbench.runtimes import intra_op_threads
+from srbench.options import id_parts
 from srbench.static import StaticModule, StaticOptions
 from srbench.static.choose import RunAs
 
@@ -20,20 +20,7 @@ OPTIONS = [
 ]
 
 
-def option_id(options: StaticOptions) -> str:
-    return "-".join(
-        (
-            "out" if options.enable_out_variant else "noout",
-            "cleanup" if options.cleanup_activations else "keep",
-            "managed" if options.manage_output_tensors else "fresh",
-        )
-    )
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with intra_op_threads(1):  # the machine is shared; parallel kernels only add noise here
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 class Views(torch.nn.Module):
@@ -168,7 +155,7 @@ def run_protocol(model, first, second, options):
     return module, runtime
 
 
-@pytest.mark.parametrize("options", OPTIONS, ids=option_id)
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda options: "-".join(id_parts(options)))
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_hand_made_graphs_match_eager(case, options):
     factory, first_shapes, second_shapes = CASES[case]

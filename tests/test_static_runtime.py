@@ -10,7 +10,6 @@ import torch
 
 from srbench.measure.memory import observe_allocations
 from srbench.registry import UnknownPluginError
-from srbench.runtimes import intra_op_threads
 from srbench.static import (
     InputSignatureError,
     OutVariantRegistry,
@@ -21,11 +20,7 @@ from srbench.static import (
 )
 from srbench.static.choose import RunAs
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    with intra_op_threads(1):  # the machine is shared; parallel kernels only add noise here
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 class TinyMLP(torch.nn.Module):

@@ -9,7 +9,6 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from srbench.runtimes import intra_op_threads
 from srbench.static import StaticModule, StaticOptions
 from srbench.zoo import load_zoo
 
@@ -30,10 +29,7 @@ CASES = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    with intra_op_threads(1):  # the machine is shared; parallel kernels only add noise here
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def option_id(options: StaticOptions) -> str:

@@ -20,14 +20,7 @@ def run_eager(model: torch.nn.Module, inputs: tuple) -> list[torch.Tensor]:
         return tree_leaves(model(*inputs))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: the CI machine has two cores shared with other jobs, and oversubscribed
-    OpenMP threads make these small models many times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @cache

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from srbench.options import RuntimeOptions, options_of
+from srbench.options import RuntimeOptions, id_parts, options_of
 
 
 class SuiteError(ValueError):
@@ -58,12 +58,8 @@ class CaseSpec:
     def id(self) -> str:
         """A readable test id, e.g. ``resnet18-srbench-greedy_by_size-cleanup-out-t1``: the model,
         the runtime, then the id part of each option the runtime reads, in declaration order."""
-        parts = [self.model, self.runtime]
-        for option in options_of():
-            value = self.option(option.name)
-            part = None if value is None else option.info.id_part(value)
-            if part is not None:
-                parts.append(part)
+        read = [option.name for option in options_of() if self.option(option.name) is not None]
+        parts = [self.model, self.runtime, *id_parts(self.options, read)]
         if self.batch is not None:
             parts.append(f"b{self.batch}")
         return "-".join(parts)
