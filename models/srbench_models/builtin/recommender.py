@@ -38,6 +38,8 @@ class DLRM(nn.Module):
         self.sparse = SparseFeatures(rows, dim, mode="sum")
         vectors = len(rows) + 1
         below_diagonal = torch.tril_indices(vectors, vectors, offset=-1)
+        self.pair_rows: torch.Tensor
+        self.pair_cols: torch.Tensor
         self.register_buffer("pair_rows", below_diagonal[0], persistent=False)
         self.register_buffer("pair_cols", below_diagonal[1], persistent=False)
         self.top = mlp_stack([dim + vectors * (vectors - 1) // 2, *top, 1])
