@@ -6,7 +6,13 @@ returns what the model returns. :class:`RuntimePool` hands one runtime per threa
 """
 
 from srbench.options import StaticOptions
-from srbench.static.errors import InputSignatureError, OutVariantWarning, UnsupportedOpError
+from srbench.static.errors import (
+    ConcurrentUseError,
+    InferenceOnlyError,
+    InputSignatureError,
+    OutVariantWarning,
+    UnsupportedOpError,
+)
 from srbench.static.module import StaticModule
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry, register_out_variant
 from srbench.static.pool import RuntimePool
@@ -15,6 +21,8 @@ from srbench.static.runtime import StaticRuntime
 
 __all__ = [
     "OUT_VARIANTS",
+    "ConcurrentUseError",
+    "InferenceOnlyError",
     "InputSignatureError",
     "OpProfile",
     "OutVariantRegistry",

@@ -1,7 +1,9 @@
-"""Errors of the static runtime: bad inputs at run time, unrunnable ops at prepare time; and the
-warning for a user's out variant that prepare found wrong."""
+"""Errors of the static runtime: bad inputs, concurrent use and gradients at run time, unrunnable
+ops at prepare time; and the warning for a user's out variant that prepare found wrong."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class InputSignatureError(TypeError):
@@ -23,3 +25,31 @@ class UnsupportedOpError(RuntimeError):
 class OutVariantWarning(UserWarning):
     """A registered out variant failed its prepare-time check (it raised, wrote elsewhere or gave
     other values than the op); the message names it and the reason, and the op runs another way."""
+
+
+class ConcurrentUseError(RuntimeError):
+    """A :class:`~srbench.static.StaticRuntime` called while it is already running, from another
+    thread (or re-entered from its own). A runtime owns one slab and its managed tensors, so two
+    calls at once would write each other's memory: the second call is refused instead."""
+
+    def __init__(self, model: str):
+        super().__init__(
+            f"the StaticRuntime of model {model!r} is already running a call (in another thread, or "
+            "re-entered): a runtime serves one call at a time; give each thread its own runtime "
+            "(StaticModule.runtime() or RuntimePool)"
+        )
+
+
+class InferenceOnlyError(RuntimeError):
+    """Inputs that require grad while grad mode is on: the static runtime is for inference only
+    (it runs without autograd, so its outputs would silently carry no gradient)."""
+
+
+def inference_only_error(names: Sequence[str], inputs: Sequence[object]) -> InferenceOnlyError:
+    """The error for ``inputs`` (named ``names``) of which one requires grad."""
+    which = [name for name, value in zip(names, inputs) if getattr(value, "requires_grad", False)]
+    return InferenceOnlyError(
+        f"input {', '.join(which)} requires grad while grad mode is on, but srbench's static runtime is for "
+        "inference only (its outputs never track gradients); call it under torch.no_grad() or "
+        "torch.inference_mode(), or pass the input detached"
+    )

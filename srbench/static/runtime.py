@@ -20,6 +20,7 @@ import torch
 
 from srbench.static.calls import invoke
 from srbench.static.codegen import Entry, RuntimeHooks
+from srbench.static.errors import ConcurrentUseError
 from srbench.static.prepared import ManagedTensor, PreparedGraph, input_key
 
 if TYPE_CHECKING:
@@ -52,7 +53,13 @@ def _views(
 
 class StaticRuntime:
     """Runs a :class:`~srbench.static.StaticModule` from one thread; create one per thread with
-    ``module.runtime()``. ``run`` (or calling the runtime) returns what the model returns."""
+    ``module.runtime()``. ``run`` (or calling the runtime) returns what the model returns.
+
+    A runtime serves one call at a time: a call while another is running (from another thread,
+    or re-entered) raises :class:`~srbench.static.errors.ConcurrentUseError` instead of sharing
+    the slab. The check takes the runtime's call token (one atomic ``list.pop``) and gives it back
+    after the run.
+    """
 
     def __init__(self, module: StaticModule):
         self.module = module
@@ -61,6 +68,7 @@ class StaticRuntime:
         self._arena = torch.empty(0, dtype=torch.uint8, device=device)
         self._bound: dict[tuple, BoundProgram] = {}
         self._forward: Callable[..., Any] | None = None
+        self._token = [True]  # present while no call runs: see codegen.RuntimeHooks
 
     @property
     def slab_bytes(self) -> int:
@@ -85,10 +93,21 @@ class StaticRuntime:
 
     def _miss(self, inputs: tuple) -> Any:
         """The slow path: inputs unlike the last program's. Check them, find or prepare the
-        program for their shapes, make it the fast path, run it."""
-        bound = self.bind(inputs)
-        self._forward = bound.forward
-        return bound.forward_unchecked(*inputs)
+        program for their shapes, make it the fast path, run it; all holding the runtime's call
+        token (binding grows the slab, which a running call must not see)."""
+        try:
+            self._token.pop()
+        except IndexError:
+            raise self._busy() from None
+        try:
+            bound = self.bind(inputs)
+            self._forward = bound.forward
+            return bound.forward_unchecked(*inputs)
+        finally:
+            self._token.append(True)
+
+    def _busy(self) -> ConcurrentUseError:
+        return ConcurrentUseError(self.module.name)
 
     def bind(self, inputs: Sequence[Any]) -> BoundProgram:
         """The program for inputs like ``inputs``, bound to this runtime (made on first use)."""
@@ -108,7 +127,7 @@ class StaticRuntime:
         managed.update(_views(prepared.output_arena, arena, prepared.device))
         namespace: dict[str, Any] = dict(program.shared)
         namespace.update({name: managed[storage] for name, storage in program.managed_globals.items()})
-        hooks = RuntimeHooks(miss=self._miss, slab=slab, times=[])
+        hooks = RuntimeHooks(miss=self._miss, slab=slab, times=[], token=self._token, busy=self._busy)
         namespace.update(hooks.as_globals())
         holders: dict[str, list[str]] = {}
         for node, name in program.static_nodes.items():
