@@ -4,6 +4,7 @@ check is reported, not dropped silently."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -175,3 +176,20 @@ def test_registered_out_variant_that_works_gives_no_warning(one_thread):
         warnings.simplefilter("error", OutVariantWarning)
         module = StaticModule(Tanh(), (torch.randn(4, 3),), StaticOptions(), out_variants=registry)
     assert any(plan.call and plan.call.label == "registered aten::tanh" for plan in module.prepared.plans)
+
+
+@pytest.mark.parametrize("works", [True, False], ids=["used", "refused"])
+def test_the_profile_shows_which_path_each_node_took(works, one_thread):
+    registry = OutVariantRegistry()
+    registry.register("aten::tanh", (lambda x, *, out: torch.tanh(x, out=out)) if works else _wrong_values)
+    x = torch.randn(4, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OutVariantWarning)
+        module = StaticModule(Tanh(), (x,), StaticOptions(), out_variants=registry)
+    profile = module.runtime().profile((x,), iterations=2, warmup=0)
+    paths = {path.node: (path.path, path.call) for path in profile.paths}
+    assert paths["tanh"] == (("out", "registered aten::tanh") if works else ("out", "torch.tanh"))
+    assert paths["mul"][0] in ("out", "fallback")
+    table = profile.table()
+    assert "path" in table and ("registered aten::tanh" in table) is works
+    assert json.loads(profile.to_json())["paths"][0]["how"] == "out"

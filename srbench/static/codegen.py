@@ -89,11 +89,13 @@ class RuntimeHooks:
 
 @dataclass(frozen=True)
 class TimedNode:
-    """One timing slot of the profiling variant: a node that runs code, its kind and how."""
+    """One timing slot of the profiling variant: a node that runs code, its kind, how it runs and
+    the call it makes (its label: ``torch.addmm``, ``aten.mm.out``, ``registered aten::tanh``)."""
 
     node: str
     kind: str
     how: RunAs
+    call: str
 
 
 @dataclass(frozen=True)
@@ -331,7 +333,9 @@ class CodeWriter:
             body.append((None, write_back))
         body = self._with_deletes(body, set(flat))
         timed = tuple(
-            TimedNode(name, self.plans[name].kind, self.plans[name].how) for name, _ in body if name is not None
+            TimedNode(name, plan.kind, plan.how, plan.runs.label)
+            for name, _ in body
+            if name is not None and (plan := self.plans[name])
         )
         for i, (shape, stride, dtype, device) in enumerate(self.guards):
             self.shared.update(

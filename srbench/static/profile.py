@@ -30,9 +30,28 @@ class NodeTime:
     node: str
     kind: str
     how: RunAs
+    call: str  # the label of the call it makes (see NodePath)
     mean_ms: float
     median_ms: float
     percent: float  # of the sum of node means
+
+
+@dataclass(frozen=True)
+class NodePath:
+    """How one node of the prepared graph runs: ``how`` (out variant, fallback, native, folded,
+    skipped), ``static`` for views made once per runtime, and ``call``, the label of what it
+    calls: ``torch.addmm`` (a C binding), ``aten.mm.out`` (an overload), ``registered aten::tanh``
+    (a user's out variant), empty for folded and skipped nodes."""
+
+    node: str
+    kind: str
+    how: RunAs
+    static: bool
+    call: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.how.value} (made once)" if self.static else self.how.value
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,7 @@ class OpProfile:
     slab_free_ms: float
     nodes: tuple[NodeTime, ...]
     kinds: tuple[KindTime, ...]
+    paths: tuple[NodePath, ...]  # every node, in graph order
     num_nodes: int
     out_variant_nodes: int
     native_nodes: int
@@ -80,7 +100,8 @@ class OpProfile:
         return json.dumps(self.to_dict(), indent=indent)
 
     def table(self, top: int = 15) -> str:
-        """An aligned, human-readable report: summary, time per node kind, slowest nodes."""
+        """An aligned, human-readable report: summary, the paths nodes took (how they run and
+        what they call, with counts), time per node kind, slowest nodes."""
         summary = [
             ("setup (prepare)", f"{self.setup_ms:.3f} ms"),
             ("first iteration", f"{self.first_iteration_ms:.3f} ms"),
@@ -99,6 +120,20 @@ class OpProfile:
         lines = [f"Static runtime profile of {self.model!r}, {self.iterations} iterations"]
         lines += [f"  {label:<{width}}  {value}" for label, value in summary]
         lines.append("")
+        counts: dict[tuple[str, str], list[str]] = {}
+        for path in self.paths:
+            counts.setdefault((path.path, path.call), []).append(path.kind)
+        lines.append(
+            aligned_table(
+                ("path", "call", "nodes", "kinds"),
+                [
+                    (how, call or "-", str(len(kinds)), ", ".join(sorted(set(kinds))))
+                    for (how, call), kinds in sorted(counts.items(), key=lambda item: (-len(item[1]), item[0]))
+                ],
+                right_aligned=(2,),
+            )
+        )
+        lines.append("")
         lines.append(
             aligned_table(
                 ("node kind", "mean ms", "median ms", "%", "count"),
@@ -113,12 +148,20 @@ class OpProfile:
         slowest = sorted(self.nodes, key=lambda n: -n.median_ms)[:top]
         lines.append(
             aligned_table(
-                ("node", "kind", "how", "mean ms", "median ms", "%"),
+                ("node", "kind", "how", "call", "mean ms", "median ms", "%"),
                 [
-                    (n.node, n.kind, n.how.value, f"{n.mean_ms:.4f}", f"{n.median_ms:.4f}", f"{n.percent:.1f}")
+                    (
+                        n.node,
+                        n.kind,
+                        n.how.value,
+                        n.call,
+                        f"{n.mean_ms:.4f}",
+                        f"{n.median_ms:.4f}",
+                        f"{n.percent:.1f}",
+                    )
                     for n in slowest
                 ],
-                right_aligned=range(3, 6),
+                right_aligned=range(4, 7),
             )
         )
         return "\n".join(lines)
@@ -157,7 +200,7 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
     node_slots = range(1, 1 + len(timed))
     mean_total = sum(means[i] for i in node_slots) or 1.0
     nodes = tuple(
-        NodeTime(t.node, t.kind, t.how, means[i], medians[i], 100.0 * means[i] / mean_total)
+        NodeTime(t.node, t.kind, t.how, t.call, means[i], medians[i], 100.0 * means[i] / mean_total)
         for t, i in zip(timed, node_slots)
     )
     by_kind: dict[str, list[int]] = {}
@@ -190,6 +233,9 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
         slab_free_ms=medians[-1],
         nodes=nodes,
         kinds=kinds,
+        paths=tuple(
+            NodePath(p.node.name, p.kind, p.how, p.static, p.call.label if p.call is not None else "") for p in plans
+        ),
         num_nodes=sum(1 for p in plans if p.how is not RunAs.SKIP),
         out_variant_nodes=sum(1 for p in plans if p.how in (RunAs.OUT, RunAs.OUT_FRESH)),
         native_nodes=sum(1 for p in plans if p.how is RunAs.NATIVE and not p.static),
