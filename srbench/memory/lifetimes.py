@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -75,9 +75,8 @@ def has_static_geometry(value: torch.Tensor) -> bool:
 def storage_nbytes(value: torch.Tensor) -> int:
     """Bytes a freshly allocated tensor like ``value`` occupies: its strided extent (or the
     storage's reported size if larger), not ``numel * itemsize``."""
-    if value.numel() == 0:
-        extent = 0
-    else:
+    extent: int | torch.SymInt = 0
+    if value.numel() != 0:
         extent = (
             int(value.storage_offset())
             + 1
@@ -143,9 +142,10 @@ def _output_nodes(value: object) -> Iterator[torch.fx.Node]:
 class _Analysis:
     """One pass over the graph in order; the public entry point is :func:`analyze_lifetimes`."""
 
-    def __init__(self, graph: torch.fx.Graph, alignment: int, aliases: Mapping[str, str]):
+    def __init__(self, graph: torch.fx.Graph, alignment: int, aliases: Mapping[str, str], copies: Collection[str] = ()):
         self.alignment = alignment
         self.aliases = aliases
+        self.copies = frozenset(copies)
         self.nodes = list(graph.nodes)
         self.step = {node: index for index, node in enumerate(self.nodes)}
         self.storage_of: dict[str, str] = {}
@@ -205,7 +205,7 @@ class _Analysis:
         values = list(value) if multi and isinstance(value, (list, tuple)) else [value]
         storages: list[str | None] = []
         for index, result in enumerate(values):
-            alias = _alias_argument(schema, min(index, len(schema.returns) - 1))
+            alias = None if node.name in self.copies else _alias_argument(schema, min(index, len(schema.returns) - 1))
             if alias is not None:
                 base = _argument_value(node, schema, alias)
                 if not isinstance(base, torch.fx.Node) or base.name not in self.storage_of:
@@ -294,15 +294,21 @@ class _Analysis:
 
 
 def analyze_lifetimes(
-    graph: torch.fx.Graph, *, alignment: int = DEFAULT_ALIGNMENT, aliases: Mapping[str, str] | None = None
+    graph: torch.fx.Graph,
+    *,
+    alignment: int = DEFAULT_ALIGNMENT,
+    aliases: Mapping[str, str] | None = None,
+    copies: Collection[str] = (),
 ) -> LifetimeAnalysis:
     """Records of every storage ``graph`` allocates; see the module docstring for the rules.
 
     ``aliases`` maps node names to the argument node each returns as is although its schema
     says it allocates (``dropout`` in eval mode returns its input); a runtime that observed this
-    on real values passes it so those nodes count as views.
+    on real values passes it so those nodes count as views. ``copies`` names nodes whose schema
+    says they return an alias but which allocate for these inputs (``reshape`` of a tensor it
+    cannot view copies it): they get storages of their own.
     """
-    analysis = _Analysis(graph, alignment, aliases or {})
+    analysis = _Analysis(graph, alignment, aliases or {}, copies)
     for node in analysis.nodes:
         analysis.visit(node)
         analysis.use(node)

@@ -1,0 +1,78 @@
+"""``srbench estimate``: memory and FLOPs of a zoo model, node by node, without running it.
+
+The model is built and captured on fake tensors (nothing real is allocated, so any batch size
+costs the same), on the CPU or on a device that is not present (``--device cuda``). Prints a
+per-node table and totals: eager's peak on the device's allocator, the lower bound, and each
+planner's slab; ``--json`` prints the whole estimate. A model that cannot be traced to the end is
+estimated as far as it goes, with the node where it stopped and why; the exit status is then 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from srbench.cli._args import add_planning_options, comma_separated, planner_options
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "estimate",
+        help="memory and FLOPs of a model per node, estimated on fake tensors without running it",
+        description="Build and capture a zoo model on fake tensors (any batch size, any device, present or "
+        "not) and estimate per node: output bytes, temporaries, FLOPs, bytes alive in eager mode; in total: "
+        "eager's peak on the device's allocator, the lower bound and each planner's slab.",
+    )
+    parser.add_argument("--model", required=True, metavar="NAME", help="a zoo model (see `srbench models`)")
+    parser.add_argument(
+        "--device", default="cpu", metavar="DEVICE", help="cpu or cuda; need not be present (default cpu)"
+    )
+    parser.add_argument(
+        "--planners",
+        type=comma_separated,
+        metavar="A,B",
+        help="comma-separated planners (default: every registered planner)",
+    )
+    parser.add_argument("--totals", action="store_true", help="print the totals only, not the per-node table")
+    parser.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    add_planning_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from srbench.estimate import estimate_case
+    from srbench.estimate.report import format_estimate, to_json
+    from srbench.memory.sources import _silenced
+    from srbench.planners import get_planner, planner_names
+    from srbench.registry import UnknownPluginError, unknown_name_message
+    from srbench.zoo import ProviderUnavailable, load_zoo
+
+    if args.device.split(":")[0] not in ("cpu", "cuda"):
+        print(f"srbench estimate: --device must be cpu or cuda, got {args.device!r}", file=sys.stderr)
+        return 2
+    names = args.planners or planner_names()
+    for name in names:
+        if name not in planner_names():
+            print(f"srbench estimate: {unknown_name_message('planner', name, planner_names())}", file=sys.stderr)
+            return 2
+    try:
+        case = load_zoo().get(args.model)
+    except (UnknownPluginError, ProviderUnavailable) as error:
+        print(f"srbench estimate: {error}", file=sys.stderr)
+        return 2
+    with _silenced(not args.verbose):
+        estimate = estimate_case(
+            case,
+            batch=args.batch,
+            device=args.device,
+            planners=names,
+            planner_options=planner_options({name: get_planner(name) for name in names}, args.time_limit),
+            alignment=args.alignment,
+            decompose=args.decompose,
+        )
+    if args.json:
+        print(json.dumps(to_json(estimate), indent=2))
+    else:
+        print(format_estimate(estimate, nodes=not args.totals))
+    return 0 if estimate.complete else 1

@@ -1,0 +1,81 @@
+"""Estimate a model (or a zoo case) on a device without allocating a real tensor.
+
+The model is built and captured on fake tensors (:mod:`srbench.estimate.fake`) and its graph
+estimated (:mod:`srbench.estimate.graph`). A model ``torch.export`` cannot capture even there (a
+Python branch on a tensor's value) is traced as far as it goes (:mod:`srbench.estimate.partial`):
+the estimate covers that part, marked incomplete, and names the node where tracing stopped and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from srbench.estimate.graph import GraphEstimate, estimate_graph
+from srbench.memory.records import DEFAULT_ALIGNMENT
+
+if TYPE_CHECKING:
+    from srbench.zoo import ModelCase
+
+
+def estimate_model(
+    build: Callable[[], torch.nn.Module],
+    make_inputs: Callable[[], tuple],
+    *,
+    name: str = "model",
+    device: str = "cpu",
+    planners: Sequence[str] = (),
+    planner_options: Mapping[str, Mapping[str, Any]] | None = None,
+    alignment: int = DEFAULT_ALIGNMENT,
+    decompose: bool = False,
+) -> GraphEstimate:
+    """Estimate the model ``build()`` returns on the inputs ``make_inputs()`` returns; both are
+    called under a fake mode, so they allocate nothing real (see :mod:`srbench.estimate.fake`)."""
+    from srbench.estimate.fake import capture_on
+    from srbench.estimate.partial import trace_partially
+    from srbench.graph import CaptureError
+
+    target = torch.device(device)
+    try:
+        fake = capture_on(build, make_inputs, target, name=name, decompose=decompose)
+    except CaptureError as error:
+        partial = trace_partially(build, make_inputs, target, capture_error=error.reason)
+        return estimate_graph(
+            partial.graph,
+            name=name,
+            user_inputs=partial.user_inputs,
+            device=str(target),
+            planners=planners,
+            planner_options=planner_options,
+            alignment=alignment,
+            problems=partial.problems,
+            complete=False,
+            notes=(f"torch.export cannot capture it: {error.reason}",),
+        )
+    notes = []
+    if fake.built_for_real:
+        notes.append("its initialiser reads tensor values: built on real CPU tensors, then converted to fakes")
+    if fake.retarget_reason:
+        notes.append(
+            f"captured on {fake.traced_on.type} and propagated to {target.type}, since capturing on "
+            f"fake {target.type} tensors failed here: {fake.retarget_reason}"
+        )
+    signature = fake.captured.exported.graph_signature
+    return estimate_graph(
+        fake.captured.graph,
+        name=name,
+        user_inputs=set(signature.user_inputs),
+        device=str(target),
+        traced_on=str(fake.traced_on),
+        planners=planners,
+        planner_options=planner_options,
+        alignment=alignment,
+        notes=notes,
+    )
+
+
+def estimate_case(case: ModelCase, *, batch: int | None = None, **options: Any) -> GraphEstimate:
+    """Estimate a zoo case at its default input shape (``batch`` overrides the batch size)."""
+    return estimate_model(case.build, lambda: case.example_inputs(0, batch=batch), name=case.name, **options)
