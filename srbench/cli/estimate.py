@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from srbench.cli._args import add_planning_options, comma_separated, planner_options
+from srbench.cli._args import ExitStatus, add_planning_options, comma_separated, planner_options, print_error
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,18 +48,18 @@ def run(args: argparse.Namespace) -> int:
     from srbench.zoo import ProviderUnavailable, load_zoo
 
     if args.device.split(":")[0] not in ("cpu", "cuda"):
-        print(f"srbench estimate: --device must be cpu or cuda, got {args.device!r}", file=sys.stderr)
-        return 2
+        print_error("estimate", f"--device must be cpu or cuda, got {args.device!r}")
+        return ExitStatus.UNUSABLE
     names = args.planners or planner_names()
     for name in names:
         if name not in planner_names():
-            print(f"srbench estimate: {unknown_name_message('planner', name, planner_names())}", file=sys.stderr)
-            return 2
+            print_error("estimate", unknown_name_message("planner", name, planner_names()))
+            return ExitStatus.UNUSABLE
     try:
         case = load_zoo().get(args.model)
     except (UnknownPluginError, ProviderUnavailable) as error:
-        print(f"srbench estimate: {error}", file=sys.stderr)
-        return 2
+        print_error("estimate", str(error))
+        return ExitStatus.UNUSABLE
     with _silenced(not args.verbose):
         estimate = estimate_case(
             case,
@@ -75,4 +74,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(estimate), indent=2))
     else:
         print(format_estimate(estimate, nodes=not args.totals))
-    return 0 if estimate.complete else 1
+    for problem in estimate.problems if not estimate.complete else ():
+        print_error("estimate", f"{args.model}: node {problem.node}: {problem.reason}")
+    return ExitStatus.DONE if estimate.complete else ExitStatus.SOME_FAILED

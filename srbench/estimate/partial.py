@@ -16,10 +16,8 @@ The recorded graph is at dispatch level (composite ops already decomposed: ``con
 from __future__ import annotations
 
 import operator
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,9 +28,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from srbench.estimate.fake import _device_present, build_fake
 from srbench.estimate.graph import NodeProblem
-
-_TORCH_DIR = str(Path(torch.__file__).parent)
-_HERE = str(Path(__file__).parent)
+from srbench.graph.capture import model_source_line
 
 
 @dataclass(frozen=True)
@@ -78,19 +74,6 @@ class _Recorder(TorchDispatchMode):
                 if isinstance(element, torch.Tensor):
                     self.record(self.graph.call_function(operator.getitem, (node, index)), element)
         return result
-
-
-def _where(error: BaseException) -> str:
-    """The model's own source line the error came from (the last frame outside torch and srbench's estimate)."""
-    frames = [
-        frame
-        for frame in traceback.extract_tb(error.__traceback__)
-        if not frame.filename.startswith((_TORCH_DIR, _HERE))
-    ]
-    if not frames:
-        return "in torch"
-    frame = frames[-1]
-    return f"{frame.filename}:{frame.lineno} `{(frame.line or '').strip()}`"
 
 
 def _producer(graph: torch.fx.Graph, error: BaseException) -> torch.fx.Node | None:
@@ -145,7 +128,8 @@ def trace_partially(
         problem = NodeProblem(
             node=last.name if last is not None else "(before the first op)",
             op=str(last.target) if last is not None else "",
-            reason=f"tracing stopped at {_where(error)}: {type(error).__name__}: {reason}; "
+            reason=f"tracing stopped at {model_source_line(error) or 'a line inside torch'}: "
+            f"{type(error).__name__}: {reason}; "
             f"what follows is not estimated",
         )
     if problem is None:  # it ran through: whatever stopped torch.export is not about values

@@ -126,7 +126,7 @@ def totals(estimate: GraphEstimate) -> str:
         ]
         lines.append(aligned_table(header, plan_rows, right_aligned=(1, 2, 3)))
     if any(node.temporary.nbytes for node in estimate.nodes):
-        lines.append("temporaries: d = from the op's decomposition, o = observed table (srbench.estimate.kernels)")
+        lines.append("temporaries: d = from the op's decomposition, o = observed rule (srbench.estimate.kernels)")
     lines += [f"note: {note}" for note in estimate.notes]
     lines += [
         f"node {p.node} ({_short(p.op)}): {p.reason}" if p.op else f"{p.node}: {p.reason}" for p in estimate.problems
