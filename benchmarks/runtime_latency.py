@@ -33,6 +33,7 @@ This file sits in asv's benchmark directory, so importing it does nothing heavy.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -165,7 +166,9 @@ def measure_model(
     with torch.inference_mode():
         expected = model(*inputs)
     prepared, notes = _prepare(runtimes, model, inputs, threads)
-    runners = {runtime: (lambda r=r: r(*inputs)) for runtime, r in prepared.items()}
+    runners: dict[str, Callable[[], Any]] = {
+        runtime: functools.partial(runner, *inputs) for runtime, runner in prepared.items()
+    }
     medians = _interleaved_medians(runners, repeats, warmup)
     eager = medians.get("eager")
     rows = []

@@ -66,7 +66,10 @@ class StaticOptions:
     ``manage_output_tensors``: graph outputs are written into an arena owned by the runtime instead
     of fresh tensors; they stay valid until the next run of the same runtime, which overwrites them.
     ``decompose``: capture lowered to core ATen, where every op has an out variant but fused ops are
-    split into pieces.
+    split into pieces. ``rewrite``: prepare-time rewrites of the captured graph (eager's fused
+    transformer layers restored; convolutions with batch norm folded in and activations and residual
+    adds fused, as oneDNN calls on pre-packed weights), each kept only where it gives the rewritten
+    region's result on the example inputs within ``rewrite_rtol``/``rewrite_atol``.
     """
 
     planner: str = _option(
@@ -113,6 +116,33 @@ class StaticOptions:
             help="capture lowered to core ATen (export's run_decompositions())",
             schema=_BOOLEAN,
             id_part=_flag("decomposed"),
+        ),
+    )
+    rewrite: bool = _option(
+        True,
+        OptionInfo(
+            axis="rewrite",
+            help="prepare-time rewrites: fused transformer layers, folded and fused convolutions",
+            schema=_BOOLEAN,
+            id_part=lambda value: None if value else "norewrite",
+        ),
+    )
+    rewrite_rtol: float = _option(
+        1e-4,
+        OptionInfo(
+            axis="rewrite_rtol",
+            help="relative tolerance a rewrite must keep on the example inputs",
+            schema={"type": "number", "exclusiveMinimum": 0},
+            id_part=lambda value: None if value == 1e-4 else f"rrtol{value:g}",
+        ),
+    )
+    rewrite_atol: float = _option(
+        1e-4,
+        OptionInfo(
+            axis="rewrite_atol",
+            help="absolute tolerance a rewrite must keep on the example inputs",
+            schema={"type": "number", "exclusiveMinimum": 0},
+            id_part=lambda value: None if value == 1e-4 else f"ratol{value:g}",
         ),
     )
 

@@ -26,6 +26,7 @@ from srbench.static.choose import Chooser, NodePlan, RunAs, written_storages
 from srbench.static.codegen import CodeWriter, Program
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
+from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import resolve
 
 
@@ -97,6 +98,7 @@ class PreparedGraph:
     program: Program
     device: torch.device
     seconds: float
+    rewrites: tuple[Rewrite, ...] = ()  # what the prepare-time passes did, and refused with the reason
 
     @property
     def key(self) -> tuple:
@@ -215,6 +217,9 @@ def prepare_graph(
     graph = captured.graph
     graph.eliminate_dead_code()
     values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs)
+    rewrites = rewrite_graph(captured, model, values, options)
+    if any(rewrite.outcome is RewriteOutcome.APPLIED for rewrite in rewrites):
+        values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs)  # new constants
     device = inputs[0].device if inputs else torch.device("cpu")
 
     schema_analysis = analyze_lifetimes(graph)
@@ -258,4 +263,5 @@ def prepare_graph(
         program=writer.write(),
         device=device,
         seconds=time.perf_counter() - start,
+        rewrites=rewrites,
     )

@@ -7,6 +7,7 @@ run time (views made once, ``getitem`` of managed results) have no line and are 
 
 from __future__ import annotations
 
+import enum
 import json
 import statistics
 import time
@@ -15,10 +16,11 @@ from typing import TYPE_CHECKING
 
 from srbench.formatting import aligned_table
 from srbench.static.choose import RunAs
+from srbench.static.passes import Rewrite, RewriteOutcome
 
 
 def _plain(value: object) -> object:
-    return value.value if isinstance(value, RunAs) else value
+    return value.value if isinstance(value, enum.Enum) else value
 
 
 if TYPE_CHECKING:
@@ -91,6 +93,7 @@ class OpProfile:
     managed_bytes: int
     slab_bytes: int
     output_arena_bytes: int
+    rewrites: tuple[Rewrite, ...] = ()  # prepare-time rewrites, applied or refused with the reason
 
     def to_dict(self) -> dict:
         """Plain JSON values (how each node runs as its name)."""
@@ -164,7 +167,26 @@ class OpProfile:
                 right_aligned=range(4, 7),
             )
         )
+        if self.rewrites:
+            lines += ["", self.rewrites_table()]
         return "\n".join(lines)
+
+    def rewrites_table(self) -> str:
+        """Each prepare-time rewrite: which node's region, what runs instead, or why not."""
+        applied = [r for r in self.rewrites if r.outcome is RewriteOutcome.APPLIED]
+        refused = [r for r in self.rewrites if r.outcome is RewriteOutcome.REFUSED]
+        rows = [
+            (
+                r.node,
+                r.pass_name,
+                r.replacement,
+                r.outcome.value,
+                r.reason or f"max |difference| {r.max_difference:.3g}",
+            )
+            for r in (*refused, *applied)
+        ]
+        title = f"prepare-time rewrites: {len(applied)} applied, {len(refused)} refused"
+        return title + "\n" + aligned_table(("node", "pass", "replacement", "outcome", "reason"), rows)
 
 
 def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 100, warmup: int = 10) -> OpProfile:
@@ -246,4 +268,5 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
         managed_bytes=prepared.managed_bytes,
         slab_bytes=prepared.slab_bytes,
         output_arena_bytes=prepared.arena_bytes,
+        rewrites=prepared.rewrites,
     )

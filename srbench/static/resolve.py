@@ -189,11 +189,21 @@ def _same_view(a: Any, b: Any) -> bool:
     return False
 
 
+def _storage_pointer(tensor: torch.Tensor) -> int | None:
+    """Where a tensor's storage starts; ``None`` for an empty storage or an opaque tensor (a
+    oneDNN weight packed at prepare time has no storage to alias)."""
+    if tensor.is_mkldnn or tensor.layout != torch.strided or not tensor.untyped_storage().nbytes():
+        return None
+    return tensor.untyped_storage().data_ptr()
+
+
 def _shares_storage(result: Any, arguments: list[torch.Tensor]) -> torch.Tensor | None:
-    pointers = {t.untyped_storage().data_ptr(): t for t in arguments if t.untyped_storage().nbytes()}
+    pointers = {_storage_pointer(t): t for t in arguments}
+    pointers.pop(None, None)
     for tensor in _tensors(result):
-        if tensor.untyped_storage().nbytes() and tensor.untyped_storage().data_ptr() in pointers:
-            return pointers[tensor.untyped_storage().data_ptr()]
+        pointer = _storage_pointer(tensor)
+        if pointer is not None and pointer in pointers:
+            return pointers[pointer]
     return None
 
 
@@ -418,7 +428,7 @@ class Resolver:
                     arg
                     for arg in node.all_input_nodes
                     if isinstance(self.env.get(arg.name), torch.Tensor)
-                    and self.env[arg.name].untyped_storage().data_ptr() == aliased.untyped_storage().data_ptr()
+                    and _storage_pointer(self.env[arg.name]) == _storage_pointer(aliased)
                 )
                 working = self._working_fallbacks(node, op, reference)
                 call = working[0] if working else self._as_is(node, op)

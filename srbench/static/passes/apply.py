@@ -1,0 +1,276 @@
+"""Candidates, their check on the example inputs, and the rewrite of the graph.
+
+A pass proposes :class:`Candidate` regions; nothing is rewritten until every candidate has been
+checked against the result the region itself computes on real example values (one interpreted
+run of the unmodified graph, written by hand because ``torch.fx.Interpreter`` keeps no values
+once their last user ran). A candidate whose replacement differs beyond the tolerance, or that a
+pass recognised but could not rewrite, becomes a refused :class:`Rewrite` with the reason.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
+
+
+class RewriteOutcome(enum.Enum):
+    APPLIED = "applied"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """What one candidate came to: ``node`` is the graph node whose result the region computed
+    (its name in the captured graph), ``replacement`` what runs instead when applied."""
+
+    pass_name: str
+    node: str
+    replacement: str
+    outcome: RewriteOutcome
+    reason: str = ""
+    max_difference: float | None = None  # on the example inputs, against the region's own result
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What passes read: the graph, the model it came from (for module types and attributes),
+    the export's signature (which placeholder is which parameter) and the real placeholder values."""
+
+    graph_module: torch.fx.GraphModule
+    model: torch.nn.Module
+    exported: torch.export.ExportedProgram
+    values: Mapping[str, Any]
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.graph_module.graph
+
+    def parameter_nodes(self) -> dict[str, torch.fx.Node]:
+        """Placeholder nodes of parameters and buffers by their fully qualified name."""
+        signature = self.exported.graph_signature
+        names = {**signature.inputs_to_parameters, **signature.inputs_to_buffers}
+        return {names[node.name]: node for node in self.graph.nodes if node.op == "placeholder" and node.name in names}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A region of the graph and what could replace it.
+
+    ``region`` are the nodes the replacement makes dead (``output``, the one whose result leaves
+    the region, among them); ``compute`` gives the replacement's result from the real values of
+    the nodes in ``reads`` (by node name), ``build`` inserts the replacement's nodes before
+    ``output`` and returns the node that stands for it; it reads its argument nodes through the
+    function it is given, which maps a node an earlier rewrite replaced to its replacement.
+    ``refused`` is set when a pass recognised the region but cannot rewrite it: the reason,
+    reported as it is.
+    """
+
+    pass_name: str
+    output: torch.fx.Node
+    replacement: str
+    region: tuple[torch.fx.Node, ...] = ()
+    reads: tuple[torch.fx.Node, ...] = ()
+    compute: Callable[[Mapping[str, Any]], Any] | None = None
+    build: Callable[[torch.fx.Graph, Callable[[torch.fx.Node], torch.fx.Node]], torch.fx.Node] | None = None
+    refused: str | None = None
+    new_constants: Mapping[str, torch.Tensor] = field(default_factory=dict)
+
+    def refuse(self, reason: str, difference: float | None = None) -> Rewrite:
+        return Rewrite(
+            self.pass_name,
+            self.output.name,
+            self.replacement,
+            RewriteOutcome.REFUSED,
+            reason,
+            max_difference=difference,
+        )
+
+
+Pass = Callable[[PassContext], Iterable[Candidate]]
+
+
+def _record(graph_module: torch.fx.GraphModule, values: Mapping[str, Any], wanted: set[str]) -> dict[str, Any]:
+    """Run the graph on ``values`` once and keep the values of the ``wanted`` nodes."""
+    env: dict[str, Any] = {}
+    kept: dict[str, Any] = {}
+    nodes = list(graph_module.graph.nodes)
+    last_use = {node: index for index, user in enumerate(nodes) for node in user.all_input_nodes}
+    for index, node in enumerate(nodes):
+        if node.op == "placeholder":
+            env[node.name] = values[node.name]
+        elif node.op == "get_attr":
+            env[node.name] = getattr(graph_module, str(node.target))
+        elif node.op == "call_function":
+            args = torch.fx.node.map_arg(node.args, lambda arg: env[arg.name])
+            kwargs = torch.fx.node.map_arg(node.kwargs, lambda arg: env[arg.name])
+            env[node.name] = node.target(*args, **kwargs)
+        if node.name in wanted:
+            kept[node.name] = env[node.name]
+        for used in node.all_input_nodes:
+            if last_use.get(used) == index:
+                env.pop(used.name, None)
+        if len(kept) == len(wanted):
+            break
+    return kept
+
+
+def _difference(got: Any, want: Any) -> float:
+    if isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor):
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return float("inf")
+        if not got.is_floating_point():
+            return 0.0 if torch.equal(got, want) else float("inf")
+        return float((got - want).abs().max()) if got.numel() else 0.0
+    return float("inf")
+
+
+def _within(got: Any, want: Any, rtol: float, atol: float) -> bool:
+    return (
+        isinstance(got, torch.Tensor)
+        and isinstance(want, torch.Tensor)
+        and got.shape == want.shape
+        and got.dtype == want.dtype
+        and bool(torch.allclose(got, want, rtol=rtol, atol=atol))
+    )
+
+
+def _inputs_for_probe(context: PassContext) -> dict[str, Any]:
+    """Placeholder values safe to run the graph on: buffers and user inputs cloned, so that a
+    graph that writes one in place leaves the model and the caller's inputs as they were."""
+    parameters = set(context.exported.graph_signature.inputs_to_parameters)
+    return {
+        name: value.clone() if isinstance(value, torch.Tensor) and name not in parameters else value
+        for name, value in context.values.items()
+    }
+
+
+def _refresh_metadata(context: PassContext) -> None:
+    """Give every op node the metadata of what it now computes (a rewrite may change layouts
+    downstream: oneDNN's convolutions return channels-last tensors), from one run of the
+    rewritten graph on the example values, as FakeTensors like ``torch.export``'s own."""
+    graph = context.graph
+    ops = {node.name for node in graph.nodes if node.op == "call_function"}
+    with torch.no_grad():
+        values = _record(context.graph_module, _inputs_for_probe(context), ops)
+    fake = FakeTensorMode()
+    for node in graph.nodes:
+        if node.name in values:
+            node.meta["val"] = pytree.tree_map_only(torch.Tensor, fake.from_tensor, values[node.name])
+
+
+def _output_strides(graph: torch.fx.Graph) -> list[tuple[int, ...] | None]:
+    """The strides of the graph's outputs, by position."""
+    output = next(node for node in graph.nodes if node.op == "output")
+    strides: list[tuple[int, ...] | None] = []
+
+    def note(node: torch.fx.Node) -> torch.fx.Node:
+        meta = node.meta.get("val")
+        strides.append(meta.stride() if isinstance(meta, torch.Tensor) else None)
+        return node
+
+    torch.fx.node.map_arg(output.args, note)
+    return strides
+
+
+def _keep_output_layouts(graph: torch.fx.Graph, strides: Sequence[tuple[int, ...] | None]) -> None:
+    """Graph outputs whose strides a rewrite changed are copied back into their original layout."""
+    output = next(node for node in graph.nodes if node.op == "output")
+    position = iter(range(len(strides)))
+
+    def restore(node: torch.fx.Node) -> torch.fx.Node:
+        meta, wanted = node.meta.get("val"), strides[next(position)]
+        if wanted is None or not isinstance(meta, torch.Tensor) or meta.stride() == wanted:
+            return node
+        with graph.inserting_before(output):
+            copy = graph.call_function(
+                torch.ops.aten.clone.default, (node,), {"memory_format": torch.contiguous_format}
+            )
+        copy.meta["val"] = meta.clone(memory_format=torch.contiguous_format)
+        return copy
+
+    output.args = torch.fx.node.map_arg(output.args, restore)
+
+
+def _rewrite(
+    graph_module: torch.fx.GraphModule, candidate: Candidate, substitutes: dict[torch.fx.Node, torch.fx.Node]
+) -> None:
+    graph = graph_module.graph
+    assert candidate.build is not None
+    for name, value in candidate.new_constants.items():
+        graph_module.register_buffer(name, value)
+
+    def current(node: torch.fx.Node) -> torch.fx.Node:
+        while node in substitutes:
+            node = substitutes[node]
+        return node
+
+    with graph.inserting_before(candidate.output):
+        replacement = candidate.build(graph, current)
+    region = set(candidate.region)
+    candidate.output.replace_all_uses_with(replacement, delete_user_cb=lambda user: user not in region)
+    substitutes[candidate.output] = replacement
+    for node in reversed(candidate.region):
+        graph.erase_node(node)
+
+
+def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, atol: float) -> tuple[Rewrite, ...]:
+    """Run ``passes`` over ``context.graph_module``, check their candidates on the example values
+    and rewrite the graph (in place) with those within ``rtol``/``atol`` of the region's own
+    result. Returns what became of every candidate."""
+    candidates = [candidate for run in passes for candidate in run(context)]
+    rewrites: list[Rewrite] = [c.refuse(c.refused) for c in candidates if c.refused is not None]
+    checkable = [c for c in candidates if c.refused is None]
+    if not checkable:
+        return tuple(rewrites)
+    wanted = {node.name for c in checkable for node in (*c.reads, c.output)}
+    with torch.no_grad():
+        recorded = _record(context.graph_module, _inputs_for_probe(context), wanted)
+    output_strides = _output_strides(context.graph)
+    taken: set[torch.fx.Node] = set()
+    substitutes: dict[torch.fx.Node, torch.fx.Node] = {}
+    for candidate in checkable:
+        assert candidate.compute is not None
+        if taken & set(candidate.region):
+            rewrites.append(candidate.refuse("overlaps a region already rewritten"))
+            continue
+        want = recorded[candidate.output.name]
+        try:
+            with torch.no_grad():
+                got = candidate.compute({node.name: recorded[node.name] for node in candidate.reads})
+        except Exception as error:  # a replacement that cannot run here is simply not used
+            rewrites.append(candidate.refuse(f"the replacement failed on the example inputs: {error}"))
+            continue
+        difference = _difference(got, want)
+        if not _within(got, want, rtol, atol):
+            rewrites.append(
+                candidate.refuse(
+                    f"changes the result by up to {difference:.3g} on the example inputs "
+                    f"(beyond rtol={rtol:g}, atol={atol:g})",
+                    difference,
+                )
+            )
+            continue
+        _rewrite(context.graph_module, candidate, substitutes)
+        taken |= set(candidate.region)
+        rewrites.append(
+            Rewrite(
+                candidate.pass_name,
+                candidate.output.name,
+                candidate.replacement,
+                RewriteOutcome.APPLIED,
+                max_difference=difference,
+            )
+        )
+    if taken:
+        _refresh_metadata(context)
+        _keep_output_layouts(context.graph, output_strides)
+    context.graph_module.graph.lint()
+    context.graph_module.recompile()
+    return tuple(rewrites)

@@ -1,0 +1,195 @@
+"""Prepare-time rewrites: eager's fused transformer layers restored, convolutions folded and fused,
+each checked against eager on two shapes; a rewrite that changes results beyond the tolerance, or
+that the fused kernel cannot honour, is refused with the reason and the graph keeps its ops."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from srbench.options import StaticOptions
+from srbench.static import StaticModule
+from srbench.static.passes import RewriteOutcome
+from srbench.zoo import load_zoo
+
+mkldnn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="oneDNN is not available in this torch")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def targets(module: StaticModule) -> list[str]:
+    return [str(node.target) for node in module.prepared.captured.graph.nodes if node.op == "call_function"]
+
+
+def assert_matches_eager(model: nn.Module, shapes: list[tuple], options: StaticOptions = StaticOptions(), **tol):
+    module = StaticModule(model, shapes[0], options)
+    runtime = module.runtime()
+    for inputs in [*shapes, shapes[0]]:
+        with torch.inference_mode():
+            expected = model(*inputs)
+        got = runtime(*inputs)
+        torch.testing.assert_close(got, expected, **tol)
+        for mine, theirs in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(expected)):
+            assert mine.stride() == theirs.stride(), "a rewrite changed the layout of a graph output"
+    return module
+
+
+def applied(module: StaticModule, pass_name: str) -> list:
+    return [r for r in module.prepared.rewrites if r.pass_name == pass_name and r.outcome is RewriteOutcome.APPLIED]
+
+
+def refused(module: StaticModule) -> list:
+    return [r for r in module.prepared.rewrites if r.outcome is RewriteOutcome.REFUSED]
+
+
+class Encoder(nn.Module):
+    def __init__(self, **layer_options):
+        super().__init__()
+        torch.manual_seed(0)
+        options = {"batch_first": True, **layer_options}
+        self.encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(32, 4, 64, **options), 2, enable_nested_tensor=False
+        )
+
+    def forward(self, x: torch.Tensor, *mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x, mask[0] if mask else None)
+
+
+def test_transformer_encoder_layers_run_fused_as_in_eager():
+    model = Encoder().eval()
+    module = assert_matches_eager(model, [(torch.randn(1, 10, 32),), (torch.randn(2, 6, 32),)], rtol=1e-4, atol=1e-4)
+    assert len(applied(module, "fused_transformer_layer")) == 2
+    assert targets(module).count("aten._transformer_encoder_layer_fwd.default") == 2
+    assert "aten.scaled_dot_product_attention.default" not in targets(module)
+
+
+def test_the_zoo_transformer_encoder_is_restored_on_both_shapes():
+    case = load_zoo().get("transformer_encoder")
+    module = assert_matches_eager(
+        case.model(), [case.example_inputs(0), case.example_inputs(1)], rtol=case.rtol, atol=case.atol
+    )
+    assert len(applied(module, "fused_transformer_layer")) == 4
+
+
+@pytest.mark.parametrize(
+    ("layer_options", "reason"),
+    [
+        ({"norm_first": False, "activation": torch.tanh}, "neither relu nor gelu"),
+        ({"batch_first": False}, "batch_first is False"),
+    ],
+)
+def test_layers_eager_would_not_fuse_are_refused_with_the_reason(layer_options, reason):
+    model = Encoder(**layer_options).eval()
+    x = torch.randn(1, 10, 32) if layer_options.get("batch_first", True) else torch.randn(10, 1, 32)
+    module = assert_matches_eager(model, [(x,)], rtol=1e-4, atol=1e-4)
+    assert not applied(module, "fused_transformer_layer")
+    assert all(reason in r.reason for r in refused(module)) and len(refused(module)) == 2
+
+
+class MaskedLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.layer(x, src_mask=mask)
+
+
+def test_a_layer_given_a_mask_is_not_fused():
+    model = MaskedLayer().eval()
+    mask = torch.zeros(10, 10).masked_fill(torch.ones(10, 10).triu(1).bool(), float("-inf"))
+    module = assert_matches_eager(model, [(torch.randn(1, 10, 32), mask)], rtol=1e-4, atol=1e-4)
+    assert not applied(module, "fused_transformer_layer")
+    assert any("mask or other input" in r.reason for r in refused(module))
+
+
+def test_rewrite_off_keeps_the_captured_ops():
+    module = StaticModule(Encoder().eval(), (torch.randn(1, 10, 32),), StaticOptions(rewrite=False))
+    assert module.prepared.rewrites == ()
+    assert "aten._transformer_encoder_layer_fwd.default" not in targets(module)
+
+
+class ConvNet(nn.Module):
+    """conv-bn-relu, a residual block (conv-bn + add + relu), conv-bn-relu6, a lone convolution
+    whose feature map is returned beside the pooled logits."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.conv = nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8))
+        self.six = nn.Sequential(nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6())
+        self.last = nn.Conv2d(16, 16, 3, 1, 1)
+        for norm in (self.stem[1], self.conv[1], self.six[1]):
+            norm.running_mean.uniform_(-0.5, 0.5)
+            norm.running_var.uniform_(0.5, 2.0)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.stem(x)
+        x = torch.relu(self.conv(x) + x)
+        features = self.last(self.six(x))
+        return features, features.mean((2, 3))
+
+
+@mkldnn
+def test_convolutions_are_folded_fused_and_planned():
+    model = ConvNet()
+    shapes = [(torch.randn(1, 3, 32, 32),), (torch.randn(2, 3, 24, 24),)]
+    module = StaticModule(model, shapes[0])
+    runtime = module.runtime()
+    for inputs in [*shapes, shapes[0]]:
+        with torch.inference_mode():
+            features, pooled = model(*inputs)
+        got_features, got_pooled = runtime(*inputs)
+        torch.testing.assert_close(got_features, features, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got_pooled, pooled, rtol=1e-4, atol=1e-4)
+        assert got_features.is_contiguous(), "a returned feature map must keep eager's layout"
+    assert len(applied(module, "fused_convolution")) == 4
+    ops = targets(module)
+    assert "aten.batch_norm.default" not in ops and "aten.conv2d.default" not in ops
+    assert "mkldnn._convolution_pointwise.binary" in ops
+    how = {plan.kind: plan.how.value for plan in module.prepared.plans if plan.kind.startswith("mkldnn")}
+    assert how == {"mkldnn::_convolution_pointwise": "out"}, "the fused convolutions write into the slab"
+
+
+@mkldnn
+def test_a_rewrite_beyond_the_tolerance_is_refused_with_the_reason_and_not_used():
+    model = ConvNet()
+    x = torch.randn(1, 3, 32, 32)
+    tight = StaticOptions(rewrite_rtol=1e-12, rewrite_atol=1e-12)
+    module = assert_matches_eager(model, [(x,)], tight, rtol=1e-5, atol=1e-5)
+    reasons = [r.reason for r in refused(module)]
+    assert reasons and all("changes the result by up to" in reason for reason in reasons)
+    assert all(r.max_difference is not None and r.max_difference > 0 for r in refused(module))
+    assert "aten.batch_norm.default" in targets(module)
+
+
+@mkldnn
+def test_the_small_cnn_plans_most_of_its_intermediate_bytes():
+    case = load_zoo().get("small_cnn")
+    module = assert_matches_eager(
+        case.model(), [case.example_inputs(0), case.example_inputs(1)], rtol=case.rtol, atol=case.atol
+    )
+    prepared = module.prepared
+    intermediate = sum(record.size for record in prepared.analysis.records)
+    assert prepared.managed_bytes / intermediate >= 0.9
+
+
+@mkldnn
+def test_the_profile_says_which_node_was_not_rewritten_and_why():
+    x = torch.randn(1, 3, 32, 32)
+    module = StaticModule(ConvNet(), (x,), StaticOptions(rewrite_rtol=1e-12, rewrite_atol=1e-12))
+    profile = module.runtime().profile((x,), iterations=2, warmup=0)
+    table = profile.table()
+    assert "prepare-time rewrites: 0 applied, 4 refused" in table
+    assert "changes the result by up to" in table
+    assert all(rewrite["outcome"] == "refused" for rewrite in profile.to_dict()["rewrites"])
