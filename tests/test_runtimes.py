@@ -84,8 +84,11 @@ def test_only_srbench_reads_the_static_options():
         "cleanup_activations",
         "manage_output_tensors",
         "decompose",
+        "rewrite",
+        "rewrite_rtol",
+        "rewrite_atol",
     }
-    for name in ("eager", "torchscript", "static_runtime", "compile"):
+    for name in ("eager", "torchscript", "static_runtime", "compile", "onnxruntime"):
         assert get_runtime(name).honours == ()
 
 
