@@ -33,14 +33,33 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
-def aligned_table(header: Sequence[str], rows: Iterable[Sequence[str]], *, right_aligned: Container[int] = ()) -> str:
+ELLIPSIS = "…"
+
+
+def aligned_table(
+    header: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    right_aligned: Container[int] = (),
+    max_width: int | None = None,
+    shrink: int = 0,
+) -> str:
     """Text with every column padded to its widest cell, two spaces apart: the columns whose index
     is in ``right_aligned`` (numbers) to the right, the others (names) to the left. Trailing
-    spaces are stripped, so a free-text last column costs nothing on short rows."""
+    spaces are stripped, so a free-text last column costs nothing on short rows.
+
+    With ``max_width``, a table wider than that narrows column ``shrink`` (a name column), cutting
+    its long cells with an ellipsis, so that every line fits a terminal; the other columns keep
+    their width (numbers are never cut)."""
     lines = [tuple(header), *(tuple(row) for row in rows)]
     if any(len(line) != len(header) for line in lines):
         raise ValueError(f"every row needs {len(header)} cells, one per header column")
     widths = [max(len(line[column]) for line in lines) for column in range(len(header))]
+    if max_width is not None:
+        excess = sum(widths) + len(COLUMN_GAP) * (len(widths) - 1) - max_width
+        if excess > 0:
+            widths[shrink] = max(len(header[shrink]), widths[shrink] - excess, 1)
+            lines = [(*line[:shrink], _cut(line[shrink], widths[shrink]), *line[shrink + 1 :]) for line in lines]
     return "\n".join(
         COLUMN_GAP.join(
             cell.rjust(width) if column in right_aligned else cell.ljust(width)
@@ -48,6 +67,10 @@ def aligned_table(header: Sequence[str], rows: Iterable[Sequence[str]], *, right
         ).rstrip()
         for line in lines
     )
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + ELLIPSIS
 
 
 # Characters that start emphasis, code, links, raw HTML, maths (GitHub), strike-through, headings

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import markdown_it
 import pytest
+from markdown_it.common.utils import escapeHtml
 
 from srbench.formatting import aligned_table, escape_markdown, format_bytes, format_seconds
 
@@ -53,6 +55,17 @@ def test_aligned_table_rejects_ragged_rows():
         aligned_table(("A", "B"), [("only one",)])
 
 
+def test_aligned_table_fits_a_width_by_cutting_the_name_column():
+    rows = [("a-very-long-case-name-that-goes-on", "1.00x", "12 KiB"), ("short", "10.00x", "1 MiB")]
+    table = aligned_table(("CASE", "RATIO", "PEAK"), rows, right_aligned={1, 2}, max_width=30)
+    assert table.splitlines() == [
+        "CASE             RATIO    PEAK",
+        "a-very-long-c…   1.00x  12 KiB",
+        "short           10.00x   1 MiB",
+    ]
+    assert aligned_table(("CASE",), [("x" * 50,)], max_width=80).endswith("x" * 50)  # fits: nothing cut
+
+
 NASTY_NAMES = [
     "greedy_by_size",
     "_private_",
@@ -70,9 +83,6 @@ NASTY_NAMES = [
 
 @pytest.mark.parametrize("name", NASTY_NAMES)
 def test_escaped_names_render_as_themselves_in_markdown_paragraphs_and_tables(name):
-    markdown_it = pytest.importorskip("markdown_it")
-    from markdown_it.common.utils import escapeHtml
-
     renderer = markdown_it.MarkdownIt("commonmark").enable("table")
     escaped = escape_markdown(name)
     assert renderer.render(f"Model {escaped}.") == f"<p>Model {escapeHtml(name)}.</p>\n"

@@ -9,6 +9,7 @@ Runtime, so each in-process pytest run takes a few seconds.
 from __future__ import annotations
 
 import json
+import signal
 import textwrap
 import xml.etree.ElementTree as ElementTree
 
@@ -195,15 +196,30 @@ def test_an_equivalence_failure_reports_the_run_and_the_largest_differences(pyte
     )
 
 
-def test_benchmark_times_cases_and_writes_the_summary(pytester, monkeypatch):
+def test_benchmark_times_cases_and_writes_the_run_and_the_merged_summary(pytester, monkeypatch):
     # The inner run is serial; when this test itself runs in an xdist worker, pytest-benchmark
     # would read the worker's environment variable and turn itself off.
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     write_suite(pytester, "tiny.yaml", TINY_SUITE)
     result = pytester.runpytest("suites", "--benchmark", "--benchmark-json=bench.json")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*benchmark: 3 tests*"])
-    result.stdout.fnmatch_lines(["*wrote *results/suites-summary.json", "*wrote *results/suites-summary.md"])
+    # pytest-benchmark's table: one per model, two columns, sorted by name
+    result.stdout.fnmatch_lines(
+        ["*benchmark 'tiny: mlp': 3 tests*", "Name (time in *) * Median * IQR *", "case[[]mlp-eager-t1[]]*"]
+    )
+    (run_dir,) = (pytester.path / "results" / "runs").iterdir()
+    result.stdout.fnmatch_lines(
+        [
+            "mlp (3 passed)",
+            "  case * result * median µs * vs eager * plan/LB * peak * peak/gLB * allocs",
+            "  eager-t1 * ok * 1.00x *",
+            "  top ops, eager: aten::addmm *",
+            f"wrote {run_dir}/summary.json and summary.md, 3 per-op profile(s) in {run_dir}/profiles",
+            "wrote *results/suites-summary.json and suites-summary.md (latest complete result of 3 case(s))",
+        ]
+    )
+    srbench_lines = result.stdout.lines[result.stdout.lines.index("mlp (3 passed)") :]
+    assert max(len(line) for line in srbench_lines[: srbench_lines.index("") if "" in srbench_lines else None]) <= 120
 
     benchmarks = {
         entry["param"]: entry for entry in json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
@@ -216,15 +232,141 @@ def test_benchmark_times_cases_and_writes_the_summary(pytester, monkeypatch):
     assert set(extra["op_profile_ms"]) == {"aten::linear", "aten::relu"}
     assert extra["planned_bytes"] is None and extra["lower_bound"] is None  # Static Runtime does not report its plan
 
-    summary = json.loads((pytester.path / "results" / "suites-summary.json").read_text())
-    assert summary["timed"] and summary["counts"] == {"passed": 3}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "complete" and summary["timed"] and summary["counts"] == {"passed": 3}
     rows = {row["runtime"]: row for row in summary["models"]["mlp"]}
     assert rows["eager"]["latency_to_eager"] == 1.0
     ratio = rows["static_runtime"]["latency_median_s"] / rows["eager"]["latency_median_s"]
     assert rows["static_runtime"]["latency_to_eager"] == pytest.approx(ratio)
+    profile = json.loads((pytester.path / "results" / rows["static_runtime"]["profile"]).read_text())
+    assert profile["op_profile_ms"] == extra["op_profile_ms"]  # saved per case, without --benchmark-json too
+    merged = json.loads((pytester.path / "results" / "suites-summary.json").read_text())
+    assert merged["counts"] == {"passed": 3} and merged["runs"] == [run_dir.name]
     markdown = (pytester.path / "results" / "suites-summary.md").read_text()
-    assert "## mlp" in markdown and "| mlp-static_runtime-t1 |" in markdown
-    assert not list((pytester.path / "results").glob(".*"))  # written atomically: no temporary left
+    assert "## mlp" in markdown and "| mlp-static\\_runtime-t1 | passed |" not in markdown
+    assert "| mlp-static_runtime-t1 | passed |" in markdown
+    assert not [p for p in (pytester.path / "results").rglob(".*")]  # written atomically: no temporary left
+
+
+@pytest.mark.slow  # three pytest sessions
+def test_a_k_run_merges_only_its_cases_and_a_run_stopped_at_a_failure_is_partial(pytester, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    write_suite(pytester, "tiny.yaml", TINY_SUITE)
+    merged_path = pytester.path / "results" / "suites-summary.json"
+    pytester.runpytest("suites", "--benchmark", "-p", "no:randomly").assert_outcomes(passed=3)
+    first = json.loads(merged_path.read_text())["runs"]
+    pytester.runpytest("suites", "--benchmark", "-k", "eager").assert_outcomes(passed=1, deselected=2)
+    merged = json.loads(merged_path.read_text())
+    second = [run for run in merged["runs"] if run not in first]
+    assert merged["counts"] == {"passed": 3} and len(second) == 1
+    assert {row["runtime"]: row["run"] for row in merged["models"]["mlp"]} == {
+        "eager": second[0],
+        "torchscript": first[0],
+        "static_runtime": first[0],
+    }
+
+    pytester.makeconftest(
+        """
+        import pytest
+        from srbench.runtimes.eager import EagerRuntime
+
+        @pytest.fixture(autouse=True)
+        def eager_is_wrong(monkeypatch):
+            monkeypatch.setattr(EagerRuntime, "__call__", lambda self, *inputs: 0)
+        """
+    )
+    before = merged_path.read_bytes()
+    stopped = pytester.runpytest("suites", "--benchmark", "-x", "-p", "no:randomly")
+    stopped.assert_outcomes(failed=1)
+    stopped.stdout.fnmatch_lines(["partial run: not merged*"])
+    assert merged_path.read_bytes() == before
+    (partial,) = [
+        summary
+        for summary in (json.loads(p.read_text()) for p in (pytester.path / "results").glob("runs/*/summary.json"))
+        if summary["status"] == "partial"
+    ]
+    assert partial["reason"] == "stopped early: stopping after 1 failures"
+    assert partial["counts"] == {"failed": 1}
+
+
+INTERRUPTIONS = """
+    import os, signal
+
+    STOP = os.environ["SRBENCH_TEST_STOP"]  # "<signal> <when>"
+    SIGNAL, WHEN = STOP.split()
+    calls = []
+
+    def pytest_runtest_call(item):
+        calls.append(item.nodeid)
+        if WHEN == "second-case" and len(calls) == 2:
+            os.kill(os.getpid(), getattr(signal, SIGNAL))
+
+    if WHEN == "merging":  # the moment the merged view's new JSON is about to replace the old one
+        replace = os.replace
+
+        def replace_then_stop(source, target, *args, **kwargs):
+            if str(target).endswith("suites-summary.json"):
+                os.kill(os.getpid(), getattr(signal, SIGNAL))
+            return replace(source, target, *args, **kwargs)
+
+        os.replace = replace_then_stop
+"""
+
+
+@pytest.mark.slow  # four pytest sessions, three of them in subprocesses that import torch
+def test_an_interrupted_or_killed_run_never_replaces_the_complete_summary(pytester, monkeypatch):
+    """Ctrl-C (SIGINT) in the middle of a case and while the merged view is written, and SIGKILL
+    in the middle of a case and while the merged view is written: the summary of the earlier
+    complete run stays as it was, an interrupted run is kept apart and marked partial, and no
+    temporary file stays behind where it could be taken for a result (the one a SIGKILL cannot
+    clean is hidden, ends in .partial, and the next run removes it)."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    write_suite(pytester, "tiny.yaml", TINY_SUITE)
+    pytester.makeconftest(INTERRUPTIONS)
+    results = pytester.path / "results"
+    monkeypatch.setenv("SRBENCH_TEST_STOP", "SIGINT never")
+    pytester.runpytest("suites", "--benchmark").assert_outcomes(passed=3)
+    merged = {name: (results / name).read_bytes() for name in ("suites-summary.json", "suites-summary.md")}
+    (complete_run,) = (results / "runs").iterdir()
+
+    def stopped(stop: str) -> pytest.RunResult:
+        monkeypatch.setenv("SRBENCH_TEST_STOP", stop)
+        return pytester.runpytest_subprocess("suites", "--benchmark", "-p", "no:randomly")
+
+    def runs() -> list[str]:
+        return sorted(path.name for path in (results / "runs").iterdir())
+
+    interrupted = stopped("SIGINT second-case")
+    assert interrupted.ret == pytest.ExitCode.INTERRUPTED
+    interrupted.stdout.fnmatch_lines(["partial run: not merged; the suite summary * is as it was"])
+    assert {name: (results / name).read_bytes() for name in merged} == merged
+    (partial_run,) = set(runs()) - {complete_run.name}
+    partial = json.loads((results / "runs" / partial_run / "summary.json").read_text())
+    assert partial["status"] == "partial" and partial["reason"] == "interrupted"
+    assert partial["counts"] == {"passed": 1}
+    assert not list(results.rglob(".*"))
+
+    killed = stopped("SIGKILL second-case")
+    assert killed.ret == -signal.SIGKILL
+    assert {name: (results / name).read_bytes() for name in merged} == merged
+    assert len(runs()) == 2 and not list(results.rglob(".*"))  # killed before writing: nothing left
+
+    interrupted_writing = stopped("SIGINT merging")
+    assert interrupted_writing.ret == pytest.ExitCode.INTERRUPTED
+    assert {name: (results / name).read_bytes() for name in merged} == merged
+    assert len(runs()) == 3 and not list(results.rglob(".*"))  # the run itself was complete and kept
+
+    killed_writing = stopped("SIGKILL merging")
+    assert killed_writing.ret == -signal.SIGKILL
+    assert {name: (results / name).read_bytes() for name in merged} == merged
+    (leftover,) = list(results.rglob(".*"))
+    assert leftover.parent == results and leftover.name.startswith(".suites-summary.json.")
+    assert leftover.name.endswith(".partial")
+
+    monkeypatch.setenv("SRBENCH_TEST_STOP", "SIGINT never")
+    pytester.runpytest("suites", "--benchmark").assert_outcomes(passed=3)
+    assert not list(results.rglob(".*")) and len(runs()) == 5
+    assert json.loads((results / "suites-summary.json").read_text())["counts"] == {"passed": 3}
 
 
 MIXED_SUITE = """
@@ -267,11 +409,14 @@ def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
     assert outcomes_by_nodeid(pytester.path / "parallel.xml") == expected
     assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
 
-    summary = json.loads((pytester.path / "results" / "suites-summary.json").read_text())
+    (run_dir,) = (pytester.path / "results" / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
     assert not summary["timed"]  # pytest-benchmark does not time under xdist
     assert summary["counts"] == {outcome: list(expected.values()).count(outcome) for outcome in set(expected.values())}
-    (eager,) = summary["models"]["mlp"]
+    (eager,) = [row for row in summary["models"]["mlp"] if row["outcome"] == "passed"]
     assert eager["latency_median_s"] is None and eager["peak_bytes"] > 0
+    merged = json.loads((pytester.path / "results" / "suites-summary.json").read_text())
+    assert merged["counts"] == summary["counts"]
 
 
 def test_a_model_that_cannot_be_captured_is_an_expected_failure(monkeypatch):

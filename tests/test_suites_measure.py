@@ -1,6 +1,6 @@
 """Measurement of one case, outside pytest's plugin: the equivalence protocol catches each way a
-runtime can be wrong, memory observation counts real allocations, the per-op profile names ops,
-and the session summary computes its ratios from what the cases reported."""
+runtime can be wrong, memory observation counts real allocations, and the per-op profile names
+ops (the session summary's tests are in test_suite_summary.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import torch
 from srbench.measure import EquivalenceError, check_equivalence, measure_memory, op_profile, prepare_case
 from srbench.measure.memory import observe_allocations
 from srbench.options import RuntimeOptions
-from srbench.pytest_plugin.summary import CaseOutcome, build_summary, render_markdown, write_summary
 from srbench.suites import CaseSpec
 
 MODEL = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
@@ -111,51 +110,3 @@ def test_prepare_case_builds_the_zoo_model_and_the_runtime_with_the_case_toleran
     assert prepared.first_inputs[0].shape[0] == 3
     assert (prepared.rtol, prepared.atol) == (prepared.model_case.rtol, 0.5)
     assert prepared.check_equivalence().max_abs <= 1e-5
-
-
-def _result(runtime, *, latency, peak, planned=None, lower=None, graph_lower=None):
-    case = {
-        "id": f"m-{runtime}",
-        "suite": "s",
-        "model": "m",
-        "runtime": runtime,
-        "planner": None,
-        "threads": 1,
-        "device": "cpu",
-        "batch": None,
-    }
-    memory = {
-        "planned_bytes": planned,
-        "lower_bound": lower,
-        "graph_lower_bound": graph_lower,
-        "peak_bytes": peak,
-        "allocations": 1,
-        "page_faults_per_run": 0.0,
-    }
-    return {"case": case, "latency": {"median": latency}, "memory": memory, "equivalence": {"max_abs_diff": 0.0}}
-
-
-def test_summary_ratios_are_to_eager_and_to_the_lower_bounds(tmp_path):
-    outcomes = [
-        CaseOutcome("s.yaml::case[m-eager]", "passed", _result("eager", latency=2e-3, peak=30720)),
-        CaseOutcome(
-            "s.yaml::case[m-srbench]",
-            "passed",
-            _result("srbench", latency=1e-3, peak=15360, planned=12288, lower=10240, graph_lower=10240),
-        ),
-        CaseOutcome("s.yaml::case[m-torchscript]", "xfailed", None, "UnsupportedRuntime: cannot script"),
-    ]
-    summary = build_summary(outcomes, timed=True)
-    eager_row, srbench_row = summary["models"]["m"]
-    assert srbench_row["latency_to_eager"] == 0.5 and srbench_row["planned_to_lower_bound"] == 1.2
-    assert srbench_row["peak_to_graph_lower_bound"] == 1.5
-    assert eager_row["peak_to_graph_lower_bound"] == 3.0  # the graph's lower bound, from srbench's case
-    assert summary["counts"] == {"passed": 2, "xfailed": 1}
-    assert summary["not_passed"] == [
-        {"nodeid": "s.yaml::case[m-torchscript]", "outcome": "xfailed", "message": "UnsupportedRuntime: cannot script"}
-    ]
-    markdown = render_markdown(summary)
-    assert "| m-srbench | 1,000.0 | 0.50x | 12 KiB | 10 KiB | 1.20x | 15 KiB | 10 KiB | 1.50x | 1 | 0 |" in markdown
-    json_path, markdown_path = write_summary(summary, tmp_path / "results")
-    assert json.loads(json_path.read_text()) == summary and markdown_path.read_text() == markdown
-    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["suites-summary.json", "suites-summary.md"]

@@ -11,14 +11,32 @@ imports nothing heavy; torch and the zoo load when a suite file is collected.
 
 from __future__ import annotations
 
+import datetime
 import pathlib
 from typing import Any
 
 import pytest
 
 from srbench.pytest_plugin.collect import PARAMETER, SuiteFile, is_suite_file
+from srbench.pytest_plugin.results import MERGED_NAME, PROFILES, RunStatus, SessionRun, WrittenRun, write_run
 from srbench.pytest_plugin.run import RESULT_PROPERTY
-from srbench.pytest_plugin.summary import CaseOutcome, build_summary, write_summary
+from srbench.pytest_plugin.summary import CaseOutcome, terminal_summary
+
+# pytest-benchmark's own table, kept narrow: its ten default columns (with ratios to the fastest
+# case) made lines of 500 characters on a large sweep; srbench's summary has the other figures.
+# Cases are grouped per suite and model (run.py sets each benchmark's group) and sorted by name.
+BENCHMARK_COLUMNS = ("median", "iqr")
+
+
+def _narrow_benchmark_table(config: pytest.Config) -> None:
+    """Set pytest-benchmark's columns and sort order unless the user chose them (a choice wins).
+    Columns default to ``None``; the sort order's default cannot be told from a choice, so the
+    command line is read for it."""
+    if getattr(config.option, "benchmark_columns", "absent") is None:
+        config.option.benchmark_columns = list(BENCHMARK_COLUMNS)
+    given = {arg.split("=")[0] for arg in config.invocation_params.args}
+    if hasattr(config.option, "benchmark_sort") and "--benchmark-sort" not in given:
+        config.option.benchmark_sort = "name"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,6 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
     timing_asked = config.getoption("srbench_benchmark") or getattr(config.option, "benchmark_enable", False)
     if not timing_asked and hasattr(config.option, "benchmark_disable"):
         config.option.benchmark_disable = True
+    _narrow_benchmark_table(config)
     if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
         config.pluginmanager.register(SummaryCollector(config), "srbench-summary")
 
@@ -62,12 +81,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 SUITE_ITEM_PROPERTY = "srbench-suite-item"
+CASE_PROPERTY = "srbench-case"
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Tag the reports of suite cases (with the reason of a failure, for the summary), and show
-    an equivalence failure or an invalid suite as its message rather than a traceback into srbench."""
+    """Tag the reports of suite cases with the case and the reason of a failure (for the summary),
+    and show an equivalence failure or an invalid suite as its message rather than a traceback
+    into srbench."""
     report = yield
     if not isinstance(item.parent, SuiteFile):
         return report
@@ -82,40 +103,109 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if report.failed and call.excinfo.errisinstance((EquivalenceError, SuiteError)):
             report.longrepr = f"{type(error).__name__}: {error}"
     report.user_properties.append((SUITE_ITEM_PROPERTY, reason))
+    callspec = getattr(item, "callspec", None)  # None for the stand-in of an invalid suite
+    spec = callspec.params.get(PARAMETER) if callspec is not None else None
+    report.user_properties.append((CASE_PROPERTY, spec.to_json() if spec is not None else None))
     return report
 
 
+def _outcome(report: pytest.TestReport, reason: str) -> tuple[str, str]:
+    """pytest's outcome as the summary names it (a failure outside the test itself is an error),
+    and its message."""
+    if hasattr(report, "wasxfail"):
+        return "xfailed", report.wasxfail
+    if report.skipped:
+        return "skipped", str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else ""
+    if report.failed and report.when != "call":
+        return "error", reason
+    return report.outcome, reason
+
+
 class SummaryCollector:
-    """Gathers every suite case's outcome and measurements; writes the summary at the end."""
+    """Gathers every suite case's outcome and measurements; at the end of a ``--benchmark``
+    session writes them (:func:`srbench.pytest_plugin.results.write_run`) and prints the summary."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.outcomes: list[CaseOutcome] = []
-        self.written: tuple[pathlib.Path, ...] = ()
+        self.started = datetime.datetime.now(datetime.timezone.utc)
+        self.outcomes: dict[str, CaseOutcome] = {}
+        self.written: WrittenRun | None = None
+        self.problem = ""
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
         if SUITE_ITEM_PROPERTY not in properties:
             return
-        if report.when == "call" or not report.passed:
-            if hasattr(report, "wasxfail"):
-                outcome, message = "xfailed", report.wasxfail
-            elif report.skipped and isinstance(report.longrepr, tuple):
-                outcome, message = "skipped", str(report.longrepr[2])
-            else:
-                outcome, message = report.outcome, properties[SUITE_ITEM_PROPERTY]
-            self.outcomes.append(CaseOutcome(report.nodeid, outcome, properties.get(RESULT_PROPERTY), message))
+        if report.when != "call" and report.passed:
+            return
+        if report.nodeid in self.outcomes and report.passed:
+            return  # a setup or teardown problem already said more than a passing call
+        outcome, message = _outcome(report, str(properties[SUITE_ITEM_PROPERTY]))
+        case = properties.get(CASE_PROPERTY)
+        result = properties.get(RESULT_PROPERTY)
+        self.outcomes[report.nodeid] = CaseOutcome(
+            report.nodeid,
+            outcome,
+            case if isinstance(case, dict) else None,
+            result if isinstance(result, dict) else None,
+            message,
+        )
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.config.getoption("srbench_benchmark") or not self.outcomes:
             return
-        timed = any((o.result or {}).get("latency") for o in self.outcomes)
+        outcomes = list(self.outcomes.values())
+        stopped = session.shouldfail or session.shouldstop
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            status, reason = RunStatus.PARTIAL, "interrupted"
+        elif stopped:
+            status, reason = RunStatus.PARTIAL, f"stopped early: {stopped}"
+        else:
+            status, reason = RunStatus.COMPLETE, ""
+        run = SessionRun(
+            outcomes=outcomes,
+            status=status,
+            started=self.started,
+            command=["pytest", *self.config.invocation_params.args],
+            timed=any(((o.result or {}).get("latency") or {}).get("median") is not None for o in outcomes),
+            reason=reason,
+        )
         directory = self.config.getoption("srbench_results")
         directory = pathlib.Path(directory) if directory else self.config.rootpath / "results"
-        self.written = write_summary(build_summary(self.outcomes, timed=timed), directory)
+        try:
+            self.written = write_run(directory, run)
+        except OSError as error:
+            self.problem = f"cannot write the results to {directory}: {error}"
+        except KeyboardInterrupt:  # a second Ctrl-C: what was being written was removed whole
+            self.problem = f"interrupted while writing the results; {directory / MERGED_NAME}.* is as it was"
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not (self.written or self.problem):
+            return
+        terminalreporter.write_sep("-", "srbench summary")
         if self.written:
-            terminalreporter.write_sep("-", "srbench summary")
-            for path in self.written:
-                terminalreporter.write_line(f"wrote {path}")
+            for line in terminal_summary(self.written.rows):
+                terminalreporter.write_line(line)
+            terminalreporter.write_line("")
+            self._report_files(terminalreporter, self.written)
+        if self.problem:
+            terminalreporter.write_line(f"srbench: {self.problem}", red=True)
+
+    @staticmethod
+    def _report_files(terminalreporter: Any, written: WrittenRun) -> None:
+        line = f"wrote {written.files[0]} and {written.files[1].name}"
+        if written.profiles:
+            line += f", {written.profiles} per-op profile(s) in {written.run_dir / PROFILES}"
+        terminalreporter.write_line(line)
+        if written.merged is None:
+            terminalreporter.write_line(
+                "partial run: not merged; the suite summary (suites-summary.json, .md) is as it was", yellow=True
+            )
+            return
+        terminalreporter.write_line(
+            f"wrote {written.merged[0]} and {written.merged[1].name} "
+            f"(latest complete result of {written.merged_cases} case(s))"
+        )
+        if written.set_aside:
+            terminalreporter.write_line(f"the unreadable earlier summary was moved to {written.set_aside}", yellow=True)

@@ -50,6 +50,7 @@ def run_case(spec: CaseSpec, benchmark: Any | None, user_properties: list[tuple[
             "equivalence": equivalence.to_json(),
         }
         if benchmark is not None:
+            benchmark.group = f"{spec.suite}: {spec.model}"  # pytest-benchmark's table, one part per model
             benchmark.pedantic(prepared.run, rounds=spec.repetitions, warmup_rounds=1, iterations=1)
             memory = prepared.measure_memory().to_json()
             profile = prepared.op_profile()
