@@ -16,6 +16,7 @@ def test_profile_prints_an_aligned_table(capsys):
     out = capsys.readouterr().out
     assert "Static runtime profile of 'mlp', 3 iterations" in out
     assert "out-variant nodes" in out and "4 of 5" in out
+    assert "4 (16 KiB)" in out and "8 KiB / 0 B" in out  # managed, slab and arena bytes as every command shows them
     header = next(line for line in out.splitlines() if line.startswith("node kind"))
     first_row = out.splitlines()[out.splitlines().index(header) + 1]
     mean = first_row.split()[1]  # the numbers end where their header ends: an aligned table

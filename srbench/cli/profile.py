@@ -9,9 +9,8 @@ aligned table, or the profile as JSON with ``--json``.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from srbench.cli._args import positive_int
+from srbench.cli._args import ExitStatus, positive_int, print_error
 from srbench.options import StaticOptions, add_option_flags, options_from_flags
 
 
@@ -33,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitStatus:
     import torch
 
     from srbench.graph import CaptureError
@@ -48,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
         inputs = case.example_inputs(0, batch=args.batch)
         module = StaticModule(case.model(), inputs, options, name=case.name)
     except (UnknownPluginError, CaptureError, UnsupportedOpError) as error:
-        print(f"srbench profile: {error}", file=sys.stderr)
-        return 2
+        print_error("profile", str(error))
+        return ExitStatus.UNUSABLE
     profile = module.runtime().profile(inputs, iterations=args.iterations, warmup=args.warmup)
     print(profile.to_json() if args.json else profile.table(top=args.top))
-    return 0
+    return ExitStatus.DONE

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from srbench.formatting import aligned_table
+from srbench.formatting import aligned_table, format_bytes
 from srbench.static.choose import RunAs
 from srbench.static.passes import Rewrite, RewriteOutcome
 
@@ -116,8 +116,8 @@ class OpProfile:
                 "native / fallback / static / folded",
                 f"{self.native_nodes} / {self.fallback_nodes} / {self.static_nodes} / {self.folded_nodes}",
             ),
-            ("managed tensors", f"{self.managed_tensors} ({self.managed_bytes} bytes)"),
-            ("slab / output arena", f"{self.slab_bytes} / {self.output_arena_bytes} bytes"),
+            ("managed tensors", f"{self.managed_tensors} ({format_bytes(self.managed_bytes)})"),
+            ("slab / output arena", f"{format_bytes(self.slab_bytes)} / {format_bytes(self.output_arena_bytes)}"),
         ]
         width = max(len(label) for label, _ in summary)
         lines = [f"Static runtime profile of {self.model!r}, {self.iterations} iterations"]
