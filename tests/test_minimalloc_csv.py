@@ -105,3 +105,10 @@ def test_the_shipped_minimalloc_instances_load_with_their_published_lower_bounds
     bounds = {name: lower_bound(records) for name, records in loaded.items()}
     assert all(bound <= 1048576 for bound in bounds.values())
     assert sum(bound == 1048576 for bound in bounds.values()) == 8
+
+
+def test_minimallocs_later_header_spelling_reads_the_same_records(tmp_path):
+    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
+    old.write_text("id,lower,upper,size\na,0,2,8\nb,1,3,16\n")
+    new.write_text("buffer,start,end,size\na,0,2,8\nb,1,3,16\n")
+    assert read_records(new) == read_records(old)

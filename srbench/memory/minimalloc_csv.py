@@ -1,7 +1,8 @@
 """Tensor usage records in MiniMalloc's CSV format, so planners run on published instances.
 
 MiniMalloc (google/minimalloc) and the benchmarks published with it describe one buffer per row
-as ``id,lower,upper,size``: the buffer is alive over the half-open interval ``[lower, upper)``.
+as ``id,lower,upper,size`` (its later releases spell the header ``buffer,start,end,size``; both
+are read, the first is written): the buffer is alive over the half-open interval ``[lower, upper)``.
 srbench's records use inclusive lifetimes, so ``first = lower`` and ``last = upper - 1``. Columns
 are found by the header, in any order; MiniMalloc's solution files add an ``offset`` column,
 which is accepted and ignored (records say what must be placed, not where). Any other column
@@ -24,6 +25,8 @@ from srbench.memory.records import RecordError, TensorUsageRecord, check_records
 
 REQUIRED_COLUMNS = ("id", "lower", "upper", "size")
 IGNORED_COLUMNS = ("offset",)
+# MiniMalloc's later header names for the same columns.
+SPELLINGS = {"buffer": "id", "start": "lower", "end": "upper"}
 
 
 class MiniMallocCsvError(RecordError):
@@ -69,7 +72,7 @@ def _records(reader: Any, path: Path) -> list[TensorUsageRecord]:
     header = next(reader, None)
     if header is None:
         raise MiniMallocCsvError(f"{path}: empty file, expected a header line {','.join(REQUIRED_COLUMNS)}")
-    columns = [name.strip().lower() for name in header]
+    columns = [SPELLINGS.get(name, name) for name in (name.strip().lower() for name in header)]
     missing = [name for name in REQUIRED_COLUMNS if name not in columns]
     unknown = [name for name in columns if name not in REQUIRED_COLUMNS + IGNORED_COLUMNS]
     if missing or unknown or len(set(columns)) != len(columns):
