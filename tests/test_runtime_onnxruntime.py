@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, get_runtime, runtime_names
+from srbench.runtimes import RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime, get_runtime, runtime_names
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
 pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript (the onnx extra)")
@@ -58,10 +58,22 @@ def test_a_model_it_cannot_export_is_unsupported_with_the_reason():
 
 def test_without_onnxruntime_the_reason_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(UnsupportedRuntime, match=r"onnxruntime is not installed \(pip install 'srbench\[onnx\]'\)"):
+    with pytest.raises(RuntimeUnavailable, match=r"onnxruntime is not installed \(pip install 'srbench\[onnx\]'\)"):
         get_runtime("onnxruntime")(TwoOutputs(), (torch.randn(2, 8), torch.randn(3)), RuntimeOptions())
 
 
 def test_only_the_cpu_provider():
     with pytest.raises(UnsupportedRuntime, match="CPU provider only"):
         get_runtime("onnxruntime")(TwoOutputs(), (torch.randn(2, 8), torch.randn(3)), RuntimeOptions(device="cuda"))
+
+
+def test_a_suite_skips_its_cases_with_the_reason_where_onnxruntime_is_missing(tmp_path, monkeypatch):
+    from srbench.pytest_plugin.run import run_case
+    from srbench.suites import load_suite
+
+    suite = tmp_path / "ort.yaml"
+    suite.write_text("axes:\n  models: {names: [mlp]}\n  runtimes: [onnxruntime]\n")
+    (spec,) = load_suite(suite).cases
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(pytest.skip.Exception, match="RuntimeUnavailable: onnxruntime is not installed"):
+        run_case(spec, None, [])

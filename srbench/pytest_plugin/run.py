@@ -36,11 +36,13 @@ def _latency(benchmark: Any) -> dict[str, float] | None:
 def run_case(spec: CaseSpec, benchmark: Any | None, user_properties: list[tuple[str, Any]]) -> None:
     from srbench.graph import CaptureError
     from srbench.measure import prepare_case
-    from srbench.runtimes import UnsupportedRuntime, intra_op_threads
+    from srbench.runtimes import RuntimeUnavailable, UnsupportedRuntime, intra_op_threads
 
     with intra_op_threads(spec.options.threads):
         try:
             prepared = prepare_case(spec)
+        except RuntimeUnavailable as error:
+            pytest.skip(f"{type(error).__name__}: {error}")
         except (UnsupportedRuntime, CaptureError) as error:
             pytest.xfail(f"{type(error).__name__}: {error}")
         equivalence = prepared.check_equivalence()

@@ -47,6 +47,11 @@ class UnsupportedRuntime(RuntimeError):
     """This runtime cannot run this model or option combination; the message says why."""
 
 
+class RuntimeUnavailable(UnsupportedRuntime):
+    """This runtime cannot work on this machine at all (an optional package is not installed);
+    suites skip its cases with the reason instead of counting them as expected failures."""
+
+
 @dataclass(frozen=True)
 class PlannedMemory:
     """A runtime's own memory plan: slab bytes, the lower bound for the tensors it planned, and

@@ -12,7 +12,8 @@ inputs, and inputs of another shape (or dtype) get their own export and session 
 cached by signature, so no ONNX model is ever run with shapes it was not exported for.
 
 Needs the optional extra ``onnx`` (``onnxruntime``, ``onnx``, ``onnxscript``): without
-``onnxruntime`` preparing raises :class:`~srbench.runtimes.UnsupportedRuntime` saying so. A
+``onnxruntime`` preparing raises :class:`~srbench.runtimes.RuntimeUnavailable` saying so, and
+suites skip its cases with that reason. A
 model that ``torch.onnx`` cannot export, or whose exported graph ONNX Runtime refuses, raises it
 too, with the first line of the reason.
 """
@@ -29,7 +30,7 @@ import torch
 from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
 
-from srbench.runtimes import RuntimeOptions, UnsupportedRuntime
+from srbench.runtimes import RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime
 
 # Loggers of the exporter and its ONNX libraries: they report, at INFO and WARNING, every skipped
 # optional op library (torchvision) and every constant they do not fold, on every export.
@@ -130,7 +131,7 @@ class OnnxRuntime:
         try:
             import onnxruntime  # noqa: F401 - checked here so a missing extra is a reason, not a crash
         except ImportError as error:
-            raise UnsupportedRuntime(
+            raise RuntimeUnavailable(
                 f"onnxruntime is not installed (pip install 'srbench[onnx]'): {_first_line(error)}"
             ) from error
         if options.device != "cpu":
