@@ -72,6 +72,8 @@ class NodePlan:
 
 # Below this many seconds per call an op's cost is mostly how it is called, not its kernel.
 OVERHEAD_BOUND = 50e-6
+# An out variant whose kernel took this many times the fallback's is a different, slow kernel.
+SLOWER_KERNEL = 3.0
 
 
 def written_storages(graph: torch.fx.Graph, analysis: LifetimeAnalysis) -> set[str]:
@@ -132,12 +134,16 @@ def _out_is_slower(resolution: Resolution) -> bool:
     against its schema at every call) can cost more than the allocation it saves. That only
     matters where calling overhead dominates: ops that ran under :data:`OVERHEAD_BOUND` seconds
     at prepare time use the fallback when it was clearly faster; for longer ops the kernel
-    dominates, timings differ by noise, and the out variant (no allocation) is kept."""
+    dominates and timings differ by noise, so the out variant (no allocation) is kept unless its
+    kernel is another, much slower one (:data:`SLOWER_KERNEL` times the fallback's: ``linear.out``
+    on a transposed input, as ``nn.MultiheadAttention`` feeds it, skips BLAS and took 5x)."""
     out, fallback = resolution.out_seconds, resolution.fallback_seconds
-    if resolution.out is None or not resolution.out.parses_schema:
-        return False  # through a C binding an out variant costs no more than the op itself
-    if out is None or fallback is None or out > OVERHEAD_BOUND:
+    if resolution.out is None or out is None or fallback is None:
         return False
+    if out > OVERHEAD_BOUND:
+        return out > SLOWER_KERNEL * fallback
+    if not resolution.out.parses_schema:
+        return False  # through a C binding an out variant costs no more than the op itself
     return out > 1.25 * fallback + 2e-6
 
 
