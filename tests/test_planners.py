@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from srbench.memory.records import TensorUsageRecord, lower_bound, validate_plan
 from srbench.planners import greedy_by_breadth, greedy_by_size, linear_scan, naive, plan_memory, storage_groups
 from srbench.planners._placement import place_best_fit
-from srbench.planners.linear_scan import FreeList
 
 HEURISTICS = {
     "naive": naive.plan,
@@ -152,16 +152,20 @@ def test_place_best_fit_follows_the_given_order():
 
 
 def test_free_list_merges_neighbours_and_grows_over_a_free_top():
-    free = FreeList()
-    assert [free.allocate(64, "best") for _ in range(3)] == [0, 64, 128]
-    free.release(0, 64)
-    free.release(128, 64)
-    assert free.blocks == [(0, 64), (128, 192)]
-    free.release(64, 64)
-    assert free.blocks == [(0, 192)]
+    starts, ends = np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64)
+    blocks, top, offsets = 0, 0, []
+    for _ in range(3):
+        offset, blocks, top = linear_scan.allocate(starts, ends, blocks, top, 64, True)
+        offsets.append(offset)
+    assert offsets == [0, 64, 128] and top == 192
+    blocks = linear_scan.release(starts, ends, blocks, 0, 64)
+    blocks = linear_scan.release(starts, ends, blocks, 128, 192)
+    assert (starts[:blocks].tolist(), ends[:blocks].tolist()) == ([0, 128], [64, 192])
+    blocks = linear_scan.release(starts, ends, blocks, 64, 128)
+    assert (starts[:blocks].tolist(), ends[:blocks].tolist()) == ([0], [192])
     # 256 bytes do not fit in the free 192 at the top: the slab grows over it
-    assert free.allocate(256, "best") == 0
-    assert free.top == 256 and free.blocks == []
+    offset, blocks, top = linear_scan.allocate(starts, ends, blocks, top, 256, True)
+    assert (offset, blocks, top) == (0, 0, 256)
 
 
 def test_linear_scan_best_fit_and_first_fit_differ():

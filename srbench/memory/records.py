@@ -95,10 +95,11 @@ def check_records(records: Iterable[TensorUsageRecord], *, alignment: int = 1) -
         if record.id in seen:
             raise RecordError(f"duplicate record id {record.id!r}")
         seen.add(record.id)
-    _check_total(records, alignment)
+    check_total(records, alignment)
 
 
-def _check_total(records: Sequence[TensorUsageRecord], alignment: int) -> None:
+def check_total(records: Sequence[TensorUsageRecord], alignment: int) -> None:
+    """Refuse records whose sizes, rounded up to ``alignment``, sum past the largest slab."""
     total = sum(align_up(record.size, alignment) for record in records)
     if total > MAX_SLAB_BYTES:
         largest = sorted(records, key=lambda r: (-r.size, r.id))[:3]

@@ -40,15 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-try:
-    from numba import njit
-except ImportError:  # pragma: no cover - exercised only where the optional extra is missing
-
-    def njit(*args, **kwargs):
-        if args and callable(args[0]):
-            return args[0]
-        return lambda function: function
-
+from srbench.planners._compiled import njit
 
 FOUND = 1
 EXHAUSTED = 2

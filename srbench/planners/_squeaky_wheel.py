@@ -20,11 +20,11 @@ reordering only; a placement at the bound stops the loop after its round.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from srbench.memory.records import TensorUsageRecord, lower_bound
-from srbench.planners._placement import footprint, place_best_fit
+import numpy as np
+
+from srbench.planners._placement import RecordTable, best_fit, live_peak, sort_order
 
 MAX_ROUNDS = 32
 PLACEMENT_BUDGET = 8_000  # tensors placed over all rounds, at the most (but at least two rounds)
@@ -34,34 +34,38 @@ PLACEMENT_BUDGET = 8_000  # tensors placed over all rounds, at the most (but at 
 class Reprioritised:
     """The best placement the loop found, and how it got there (for the plan's notes)."""
 
-    offsets: dict[str, int]
+    offsets: np.ndarray  # one per record of the table
     rounds: int  # placements made
     best_round: int  # 0: the initial order was already the best
 
 
-def reprioritise(ordered: Sequence[TensorUsageRecord], alignment: int) -> Reprioritised:
-    """Best-fit placements of ``ordered``, each round blaming the tensors above the lower bound.
+def reprioritise(table: RecordTable, ordered: np.ndarray, alignment: int) -> Reprioritised:
+    """Best-fit placements of the records of ``table`` in the order ``ordered`` (indices), each
+    round blaming the tensors above the lower bound.
 
     A blamed tensor's priority goes up by one; the next order is by priority (highest first),
     then by the position in ``ordered``, so unblamed tensors keep the initial order's logic.
     """
-    placed = [r for r in ordered if r.size]
+    footprints = table.footprint(alignment)
+    placed = np.asarray(ordered, dtype=np.int64)
+    placed = placed[table.size[placed] > 0]
     # The bound the placement can reach: every tensor takes its aligned footprint.
-    bound = lower_bound(TensorUsageRecord(r.id, r.first, r.last, footprint(r, alignment)) for r in placed)
-    position = {r.id: index for index, r in enumerate(placed)}
-    priority = dict.fromkeys(position, 0)
-    rounds = min(MAX_ROUNDS, max(2, PLACEMENT_BUDGET // max(len(placed), 1)))
-    best_total, best_offsets, best_round = None, {}, 0
-    order = placed
+    sized = np.zeros(len(table), dtype=np.int64)
+    sized[placed] = footprints[placed]
+    bound = live_peak(table, sized)
+    position = np.arange(placed.shape[0])
+    priority = np.zeros(placed.shape[0], dtype=np.int64)
+    rounds = min(MAX_ROUNDS, max(2, PLACEMENT_BUDGET // max(placed.shape[0], 1)))
+    best_total, best_offsets, best_round = None, np.zeros(len(table), dtype=np.int64), 0
+    order = position
     for round_ in range(rounds):
-        offsets = place_best_fit(order, alignment)
-        total = max((offsets[r.id] + r.size for r in order), default=0)
+        offsets = best_fit(table, placed[order], alignment)
+        total = int((offsets[placed] + table.size[placed]).max()) if placed.shape[0] else 0
         if best_total is None or total < best_total:
             best_total, best_offsets, best_round = total, offsets, round_
-        blamed = [r.id for r in order if offsets[r.id] + footprint(r, alignment) > bound]
-        if not blamed:
+        blamed = offsets[placed] + footprints[placed] > bound  # by position in `placed`
+        if not blamed.any():
             break
-        for name in blamed:
-            priority[name] += 1
-        order = sorted(placed, key=lambda r: (-priority[r.id], position[r.id]))
+        priority += blamed
+        order = sort_order([-priority, position])
     return Reprioritised(best_offsets, rounds=round_ + 1, best_round=best_round)

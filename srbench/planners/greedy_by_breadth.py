@@ -24,10 +24,11 @@ from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRec
 from srbench.planners._placement import (
     DEFAULT_TIE_BREAK,
     TIE_BREAKS,
-    int_array,
-    make_plan,
-    place_best_fit,
-    tie_break_key,
+    as_table,
+    best_fit,
+    plan_from_offsets,
+    sort_order,
+    tie_break_keys,
 )
 
 NAME = "greedy_by_breadth"
@@ -40,34 +41,34 @@ def plan(
     tie_break: str = DEFAULT_TIE_BREAK,
 ) -> MemoryPlan:
     """Widest operator first, its tensors largest first, best-fit gap."""
-    tie = tie_break_key(tie_break)
-    sized = [r for r in records if r.size]
-    rank = widest_operator_rank(sized)
-    ordered = sorted(zip(rank.tolist(), sized), key=lambda pair: (pair[0], -pair[1].size, *tie(pair[1])))
-    offsets = place_best_fit([record for _, record in ordered], alignment)
-    return make_plan(NAME, records, offsets, tie_break=tie_break)
+    table = as_table(records)
+    order = sort_order([widest_operator_rank(table), -table.size, *tie_break_keys(tie_break, table)])
+    return plan_from_offsets(NAME, table, best_fit(table, order, alignment), tie_break=tie_break)
 
 
 def widest_operator_rank(records: Sequence[TensorUsageRecord]) -> np.ndarray:
-    """For each record, the breadth rank (0 = widest) of the widest step within its lifetime."""
-    if not records:
-        return np.zeros(0, dtype=np.int64)
-    first = int_array([r.first for r in records])
-    last = int_array([r.last for r in records])
-    # Python-int sums: breadths of huge hand-made records must not wrap around.
-    size = np.array([r.size for r in records], dtype=object)
-    steps = int_array(sorted({r.first for r in records} | {r.last for r in records}))
+    """For each record, the breadth rank (0 = widest) of the widest step within its lifetime.
+    Zero-size records are left out of the breadths (and get rank 0: they are never placed)."""
+    table = as_table(records)
+    table.footprint(1)  # refuses sizes whose sum would wrap an int64 breadth
+    sized = np.flatnonzero(table.size > 0)
+    ranks = np.zeros(len(table), dtype=np.int64)
+    if not sized.shape[0]:
+        return ranks
+    first, last, size = table.first[sized], table.last[sized], table.size[sized]
+    steps = np.unique(np.concatenate([first, last]))
     lo = np.searchsorted(steps, first)
     hi = np.searchsorted(steps, last)
-    delta = np.zeros(len(steps) + 1, dtype=object)
+    delta = np.zeros(len(steps) + 1, dtype=np.int64)
     np.add.at(delta, lo, size)
     np.add.at(delta, hi + 1, -size)
     breadth = np.cumsum(delta[:-1])
     # Widest first, earlier step first among equals.
-    order = sorted(range(len(steps)), key=lambda i: (-breadth[i], i))
+    order = sort_order([-breadth, np.arange(len(steps))])
     step_rank = np.empty(len(steps), dtype=np.int64)
     step_rank[order] = np.arange(len(steps))
-    return _range_min(step_rank, lo, hi)
+    ranks[sized] = _range_min(step_rank, lo, hi)
+    return ranks
 
 
 def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

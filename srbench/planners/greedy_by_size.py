@@ -17,13 +17,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
+import numpy as np
+
 from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord
 from srbench.planners._placement import (
     DEFAULT_TIE_BREAK,
     TIE_BREAKS,
-    make_plan,
-    place_best_fit,
-    tie_break_key,
+    RecordTable,
+    as_table,
+    best_fit,
+    plan_from_offsets,
+    sort_order,
+    tie_break_keys,
 )
 from srbench.planners._squeaky_wheel import reprioritise
 
@@ -38,7 +43,9 @@ def plan(
     tie_break: str = DEFAULT_TIE_BREAK,
 ) -> MemoryPlan:
     """Largest first, best-fit gap; equal sizes ordered by ``tie_break``."""
-    return make_plan(NAME, records, place_best_fit(_largest_first(records, tie_break), alignment), tie_break=tie_break)
+    table = as_table(records)
+    offsets = best_fit(table, largest_first(table, tie_break), alignment)
+    return plan_from_offsets(NAME, table, offsets, tie_break=tie_break)
 
 
 def plan_squeaky_wheel(
@@ -48,10 +55,11 @@ def plan_squeaky_wheel(
     tie_break: str = DEFAULT_TIE_BREAK,
 ) -> MemoryPlan:
     """Greedy by size's order, then squeaky wheel rounds: never larger than :func:`plan`."""
-    found = reprioritise(_largest_first(records, tie_break), alignment)
-    return make_plan(
+    table = as_table(records)
+    found = reprioritise(table, largest_first(table, tie_break), alignment)
+    return plan_from_offsets(
         SQUEAKY_WHEEL,
-        records,
+        table,
         found.offsets,
         tie_break=tie_break,
         squeaky_wheel_rounds=found.rounds,
@@ -59,9 +67,9 @@ def plan_squeaky_wheel(
     )
 
 
-def _largest_first(records: Sequence[TensorUsageRecord], tie_break: str) -> list[TensorUsageRecord]:
-    tie = tie_break_key(tie_break)
-    return sorted(records, key=lambda r: (-r.size, *tie(r)))
+def largest_first(table: RecordTable, tie_break: str) -> np.ndarray:
+    """Record indices by decreasing size, equal sizes by ``tie_break``."""
+    return sort_order([-table.size, *tie_break_keys(tie_break, table)])
 
 
 VARIANTS = {

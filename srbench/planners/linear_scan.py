@@ -9,66 +9,24 @@ Tensors born at the same step are placed largest first (then by id).
 
 Unlike the greedy planners it never looks ahead, which is what a runtime allocating as it goes
 can do; the gap to the lower bound shows what planning the whole graph buys.
+
+The free list is a pair of arrays (block starts and ends, sorted, disjoint, merged), and the walk
+is compiled with numba, so 100,000 tensors take a fraction of a second.
 """
 
 from __future__ import annotations
 
-import bisect
-import heapq
 from collections.abc import Sequence
 from functools import partial
 
+import numpy as np
+
 from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord
-from srbench.planners._placement import footprint, make_plan
+from srbench.planners._compiled import njit
+from srbench.planners._placement import as_table, plan_from_offsets, sort_order
 
 NAME = "linear_scan"
 FITS = ("best", "first")
-
-
-class FreeList:
-    """Free blocks of a growing slab, as sorted disjoint ``[start, end)`` pairs, merged on release."""
-
-    def __init__(self) -> None:
-        self.blocks: list[tuple[int, int]] = []
-        self.top = 0  # the slab's current size
-
-    def allocate(self, size: int, fit: str) -> int:
-        chosen = self._choose(size, fit)
-        if chosen is not None:
-            start, end = self.blocks[chosen]
-            if end - start == size:
-                del self.blocks[chosen]
-            else:
-                self.blocks[chosen] = (start + size, end)
-            return start
-        if self.blocks and self.blocks[-1][1] == self.top:  # grow over the free block at the top
-            start, _ = self.blocks.pop()
-        else:
-            start = self.top
-        self.top = start + size
-        return start
-
-    def release(self, start: int, size: int) -> None:
-        end = start + size
-        where = bisect.bisect_left(self.blocks, (start, end))
-        if where < len(self.blocks) and self.blocks[where][0] == end:
-            end = self.blocks.pop(where)[1]
-        if where > 0 and self.blocks[where - 1][1] == start:
-            where -= 1
-            start = self.blocks.pop(where)[0]
-        self.blocks.insert(where, (start, end))
-
-    def _choose(self, size: int, fit: str) -> int | None:
-        best = None
-        for index, (start, end) in enumerate(self.blocks):
-            length = end - start
-            if length < size:
-                continue
-            if fit == "first":
-                return index
-            if best is None or length < best[0]:
-                best = (length, index)
-        return None if best is None else best[1]
 
 
 def plan(
@@ -80,17 +38,90 @@ def plan(
     """Walk time, free dead tensors' blocks, take a fitting free block or grow the slab."""
     if fit not in FITS:
         raise ValueError(f"unknown fit {fit!r}; expected one of {', '.join(FITS)}")
-    free = FreeList()
-    offsets: dict[str, int] = {}
-    alive: list[tuple[int, str, int, int]] = []  # heap of (last, id, offset, size)
-    for record in sorted((r for r in records if r.size), key=lambda r: (r.first, -r.size, r.id)):
-        while alive and alive[0][0] < record.first:
-            _, _, start, size = heapq.heappop(alive)
-            free.release(start, size)
-        size = footprint(record, alignment)
-        offsets[record.id] = free.allocate(size, fit)
-        heapq.heappush(alive, (record.last, record.id, offsets[record.id], size))
-    return make_plan(NAME, records, offsets, fit=fit)
+    table = as_table(records)
+    footprints = table.footprint(alignment)
+    order = sort_order([table.first, -table.size, table.id_rank])
+    order = order[table.size[order] > 0]
+    offsets = np.zeros(len(table), dtype=np.int64)
+    if order.shape[0]:
+        offsets[order] = _walk(table.first[order], table.last[order], footprints[order], fit == "best")
+    return plan_from_offsets(NAME, table, offsets, fit=fit)
+
+
+@njit(cache=True)
+def _walk(first, last, footprint, best):
+    """Offsets of tensors given in allocation order (by first step)."""
+    count = first.shape[0]
+    by_last = np.argsort(last, kind="mergesort")
+    starts = np.empty(count + 1, dtype=np.int64)
+    ends = np.empty(count + 1, dtype=np.int64)
+    blocks = 0
+    top = 0
+    offset = np.zeros(count, dtype=np.int64)
+    released = 0
+    for tensor in range(count):
+        # Tensors are allocated in order of first step, so one that died before this one was
+        # born has been allocated already.
+        while released < count and last[by_last[released]] < first[tensor]:
+            dead = by_last[released]
+            blocks = release(starts, ends, blocks, offset[dead], offset[dead] + footprint[dead])
+            released += 1
+        offset[tensor], blocks, top = allocate(starts, ends, blocks, top, footprint[tensor], best)
+    return offset
+
+
+@njit(cache=True)
+def allocate(starts, ends, blocks, top, size, best):
+    """Take ``size`` bytes from the free list ``starts[:blocks]``, ``ends[:blocks]`` of a slab of
+    ``top`` bytes: (offset, blocks, top) after it. ``best``: the smallest fitting block (the
+    lowest on a tie), else the lowest fitting one; no fit: grow the slab (over a free block at
+    its top)."""
+    chosen = -1
+    for index in range(blocks):
+        length = ends[index] - starts[index]
+        if length >= size and (chosen < 0 or (best and length < ends[chosen] - starts[chosen])):
+            chosen = index
+            if not best:
+                break
+    if chosen >= 0:
+        offset = starts[chosen]
+        if ends[chosen] - offset == size:
+            starts[chosen : blocks - 1] = starts[chosen + 1 : blocks].copy()
+            ends[chosen : blocks - 1] = ends[chosen + 1 : blocks].copy()
+            blocks -= 1
+        else:
+            starts[chosen] = offset + size
+        return offset, blocks, top
+    if blocks and ends[blocks - 1] == top:  # grow over the free block at the top
+        blocks -= 1
+        offset = starts[blocks]
+    else:
+        offset = top
+    return offset, blocks, offset + size
+
+
+@njit(cache=True)
+def release(starts, ends, blocks, start, end):
+    """Give ``[start, end)`` back to the free list, merged with free neighbours; the new count."""
+    where = np.searchsorted(starts[:blocks], start)
+    merge_next = where < blocks and starts[where] == end
+    merge_previous = where > 0 and ends[where - 1] == start
+    if merge_previous and merge_next:
+        ends[where - 1] = ends[where]
+        starts[where : blocks - 1] = starts[where + 1 : blocks].copy()
+        ends[where : blocks - 1] = ends[where + 1 : blocks].copy()
+        return blocks - 1
+    if merge_previous:
+        ends[where - 1] = end
+        return blocks
+    if merge_next:
+        starts[where] = start
+        return blocks
+    starts[where + 1 : blocks + 1] = starts[where:blocks].copy()
+    ends[where + 1 : blocks + 1] = ends[where:blocks].copy()
+    starts[where] = start
+    ends[where] = end
+    return blocks + 1
 
 
 VARIANTS = {f"{NAME}[{name}]": partial(plan, fit=name) for name in FITS}

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord
-from srbench.planners._placement import footprint, make_plan
+from srbench.planners._placement import as_table, plan_from_offsets, sort_order
 
 NAME = "naive"
 
 
 def plan(records: Sequence[TensorUsageRecord], *, alignment: int = DEFAULT_ALIGNMENT) -> MemoryPlan:
-    offsets: dict[str, int] = {}
-    cursor = 0
-    for record in sorted(records, key=lambda r: (r.first, r.last, r.id)):
-        if record.size:
-            offsets[record.id] = cursor
-            cursor += footprint(record, alignment)
-    return make_plan(NAME, records, offsets)
+    table = as_table(records)
+    order = sort_order([table.first, table.last, table.id_rank])
+    footprints = table.footprint(alignment)[order]
+    offsets = np.zeros(len(table), dtype=np.int64)
+    offsets[order] = np.cumsum(footprints) - footprints  # zero-size tensors take no room: offset 0 below
+    offsets[table.size == 0] = 0
+    return plan_from_offsets(NAME, table, offsets)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord
-from srbench.planners._placement import footprint, make_plan
+from srbench.planners._placement import as_table, footprint, make_plan, sort_order
 
 NAME = "storage_groups"
 REUSE = ("lifo", "best_fit")
@@ -33,19 +33,24 @@ def assign_groups(records: Sequence[TensorUsageRecord], reuse: str = "lifo") -> 
     """Storage groups (in creation order) of the non-empty records; members have disjoint lifetimes."""
     if reuse not in REUSE:
         raise ValueError(f"unknown reuse {reuse!r}; expected one of {', '.join(REUSE)}")
+    table = as_table(records)
     groups: list[list[TensorUsageRecord]] = []
     group_size: list[int] = []
-    free: list[int] | list[tuple[int, int]] = []  # lifo: a stack of groups; best_fit: sorted (size, group)
+    stack: list[int] = []  # lifo: the free groups, the latest freed on top
+    by_size: list[tuple[int, int]] = []  # best_fit: the free groups as sorted (size, group)
     busy: list[tuple[int, int, str, int]] = []  # heap of (last, first, id, group index)
-    for record in sorted((r for r in records if r.size), key=lambda r: (r.first, -r.size, r.id)):
+    order = sort_order([table.first, -table.size, table.id_rank])
+    for record in (table[index] for index in order.tolist()):
+        if not record.size:
+            continue
         while busy and busy[0][0] < record.first:
             group = heapq.heappop(busy)[3]
             if reuse == "lifo":
-                free.append(group)
+                stack.append(group)
             else:
-                bisect.insort(free, (group_size[group], group))
-        if free:
-            group = free.pop() if reuse == "lifo" else free.pop(_best_fit(free, record.size))[1]
+                bisect.insort(by_size, (group_size[group], group))
+        if stack or by_size:
+            group = stack.pop() if reuse == "lifo" else by_size.pop(_best_fit(by_size, record.size))[1]
             groups[group].append(record)
             group_size[group] = max(group_size[group], record.size)
         else:
