@@ -193,3 +193,50 @@ def test_the_profile_says_which_node_was_not_rewritten_and_why():
     assert "prepare-time rewrites: 0 applied, 4 refused" in table
     assert "changes the result by up to" in table
     assert all(rewrite["outcome"] == "refused" for rewrite in profile.to_dict()["rewrites"])
+
+
+class Chain(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(3):
+            x = x + 1.0
+        return x
+
+
+def shifted_adds(delta: float):
+    """A planted pass: every ``add`` is replaced by one that is off by ``delta``."""
+    from srbench.static.passes import Candidate
+
+    def run(context):
+        for node in list(context.graph.nodes):
+            if node.target is torch.ops.aten.add.Tensor:
+                source = node.args[0]
+
+                def build(graph, current, source=source):
+                    shifted = graph.call_function(torch.ops.aten.add.Tensor, (current(source), 1.0 + delta))
+                    return shifted
+
+                yield Candidate(
+                    "shifted_add",
+                    node,
+                    "aten::add (shifted)",
+                    region=(node,),
+                    reads=(source,),
+                    compute=lambda values, source=source: values[source.name] + (1.0 + delta),
+                    build=build,
+                )
+
+    return run
+
+
+def test_rewrites_whose_errors_compound_beyond_the_tolerance_are_refused_end_to_end():
+    from srbench.graph import capture
+    from srbench.static.passes import PassContext, apply_passes
+
+    model, x = Chain(), torch.zeros(4)
+    captured = capture(model, (x,))
+    values = {node.name: x for node in captured.graph.nodes if node.op == "placeholder"}
+    context = PassContext(captured.graph_module, model, captured.exported, values)
+    rewrites = apply_passes(context, [shifted_adds(6e-4)], rtol=0.0, atol=1e-3)
+    assert [r.outcome for r in rewrites] == [RewriteOutcome.APPLIED, RewriteOutcome.REFUSED, RewriteOutcome.REFUSED]
+    assert all("with the rewrites before it" in r.reason for r in rewrites[1:])
+    torch.testing.assert_close(captured.graph_module(x)[0], x + 3 + 6e-4)

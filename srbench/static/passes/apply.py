@@ -96,17 +96,33 @@ class Candidate:
 Pass = Callable[[PassContext], Iterable[Candidate]]
 
 
-def _record(graph_module: torch.fx.GraphModule, values: Mapping[str, Any], wanted: set[str]) -> dict[str, Any]:
-    """Run the graph on ``values`` once and keep the values of the ``wanted`` nodes."""
+def _record(
+    graph_module: torch.fx.GraphModule,
+    values: Mapping[str, Any],
+    wanted: set[str],
+    replaced: Sequence[Candidate] = (),
+) -> dict[str, Any]:
+    """Run the graph on ``values`` once and keep the values of the ``wanted`` nodes. The result
+    of each ``replaced`` candidate's region is its replacement's instead, so what follows the
+    region computes on what the rewritten graph would give it."""
     env: dict[str, Any] = {}
     kept: dict[str, Any] = {}
     nodes = list(graph_module.graph.nodes)
+    position = {node: index for index, node in enumerate(nodes)}
     last_use = {node: index for index, user in enumerate(nodes) for node in user.all_input_nodes}
+    replacing = {candidate.output: candidate for candidate in replaced}
+    for candidate in replaced:  # what a replacement reads lives until it ran
+        for node in candidate.reads:
+            last_use[node] = max(last_use.get(node, 0), position[candidate.output])
     for index, node in enumerate(nodes):
         if node.op == "placeholder":
             env[node.name] = values[node.name]
         elif node.op == "get_attr":
             env[node.name] = getattr(graph_module, str(node.target))
+        elif node in replacing:
+            candidate = replacing[node]
+            assert candidate.compute is not None
+            env[node.name] = candidate.compute({read.name: env[read.name] for read in candidate.reads})
         elif node.op == "call_function":
             args = torch.fx.node.map_arg(node.args, lambda arg: env[arg.name])
             kwargs = torch.fx.node.map_arg(node.kwargs, lambda arg: env[arg.name])
@@ -119,6 +135,11 @@ def _record(graph_module: torch.fx.GraphModule, values: Mapping[str, Any], wante
         if len(kept) == len(wanted):
             break
     return kept
+
+
+def _graph_outputs(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    output = next(node for node in graph.nodes if node.op == "output")
+    return list(output.all_input_nodes)
 
 
 def _difference(got: Any, want: Any) -> float:
@@ -220,21 +241,52 @@ def _rewrite(
         graph.erase_node(node)
 
 
+def _longest_faithful_prefix(
+    context: PassContext, accepted: Sequence[Candidate], expected: Mapping[str, Any], rtol: float, atol: float
+) -> tuple[int, float]:
+    """How many of ``accepted`` (in graph order) can be applied together with the model's outputs
+    still within the tolerance of the unmodified graph's, and the largest output difference of
+    the first prefix that is not. Errors of folded arithmetic compound with depth, so the check
+    is end to end; the prefix is found by bisection (a few runs of the graph)."""
+
+    def difference(count: int) -> float:
+        with torch.no_grad():
+            got = _record(context.graph_module, _inputs_for_probe(context), set(expected), accepted[:count])
+        if all(_within(got[name], want, rtol, atol) for name, want in expected.items()):
+            return 0.0
+        return max(_difference(got[name], want) for name, want in expected.items())
+
+    worst = difference(len(accepted))
+    if worst == 0.0:
+        return len(accepted), 0.0
+    low, high = 0, len(accepted)  # prefix `low` is within the tolerance, `high` is not
+    while high - low > 1:
+        middle = (low + high) // 2
+        found = difference(middle)
+        if found == 0.0:
+            low = middle
+        else:
+            high, worst = middle, found
+    return low, worst
+
+
 def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, atol: float) -> tuple[Rewrite, ...]:
     """Run ``passes`` over ``context.graph_module``, check their candidates on the example values
     and rewrite the graph (in place) with those within ``rtol``/``atol`` of the region's own
-    result. Returns what became of every candidate."""
+    result, as long as the graph's outputs stay within ``rtol``/``atol`` of the unmodified
+    graph's. Returns what became of every candidate."""
     candidates = [candidate for run in passes for candidate in run(context)]
     rewrites: list[Rewrite] = [c.refuse(c.refused) for c in candidates if c.refused is not None]
     checkable = [c for c in candidates if c.refused is None]
     if not checkable:
         return tuple(rewrites)
-    wanted = {node.name for c in checkable for node in (*c.reads, c.output)}
+    outputs = {node.name for node in _graph_outputs(context.graph)}
+    wanted = {node.name for c in checkable for node in (*c.reads, c.output)} | outputs
     with torch.no_grad():
         recorded = _record(context.graph_module, _inputs_for_probe(context), wanted)
     output_strides = _output_strides(context.graph)
     taken: set[torch.fx.Node] = set()
-    substitutes: dict[torch.fx.Node, torch.fx.Node] = {}
+    accepted: list[tuple[Candidate, float]] = []
     for candidate in checkable:
         assert candidate.compute is not None
         if taken & set(candidate.region):
@@ -257,8 +309,22 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
                 )
             )
             continue
-        _rewrite(context.graph_module, candidate, substitutes)
         taken |= set(candidate.region)
+        accepted.append((candidate, difference))
+    expected = {name: recorded[name] for name in outputs}
+    count, worst = _longest_faithful_prefix(context, [c for c, _ in accepted], expected, rtol, atol)
+    substitutes: dict[torch.fx.Node, torch.fx.Node] = {}
+    for index, (candidate, difference) in enumerate(accepted):
+        if index >= count:
+            rewrites.append(
+                candidate.refuse(
+                    f"with the rewrites before it, the model's outputs would change by up to {worst:.3g} on the "
+                    f"example inputs (beyond rtol={rtol:g}, atol={atol:g})",
+                    difference,
+                )
+            )
+            continue
+        _rewrite(context.graph_module, candidate, substitutes)
         rewrites.append(
             Rewrite(
                 candidate.pass_name,
@@ -268,7 +334,7 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
                 max_difference=difference,
             )
         )
-    if taken:
+    if count:
         _refresh_metadata(context)
         _keep_output_layouts(context.graph, output_strides)
     context.graph_module.graph.lint()
