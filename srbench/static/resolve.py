@@ -246,6 +246,26 @@ def _matching_out_overload(op: torch._ops.OpOverload) -> tuple[torch._ops.OpOver
     return None
 
 
+def _copies_into_out(op: torch._ops.OpOverload, out_op: torch._ops.OpOverload, device: torch.device) -> bool:
+    """Whether ``out_op`` is an out variant generated from a functional op with a kernel of its
+    own (``autogen`` in ATen's native_functions.yaml): it runs the functional kernel, which
+    allocates its result, then copies into ``out``. Planning its result saves no allocation and
+    costs a copy plus slab bytes held all run (``_transformer_encoder_layer_fwd.out``: same
+    allocations as the op itself, measured with torch.profiler). Recognised by the dispatcher's
+    tables: the out overload has only a backend-independent kernel while the op has one for the
+    device."""
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    backend = device.type.upper()
+    try:
+        return (
+            has_kernel(out_op.name(), "CompositeExplicitAutograd")
+            and not has_kernel(out_op.name(), backend)
+            and has_kernel(op.name(), backend)
+        )
+    except RuntimeError:  # a key this build does not know
+        return False
+
+
 class Resolver:
     """One dry run over ``graph`` with real values; see the module docstring."""
 
@@ -497,7 +517,7 @@ class Resolver:
         if binding is not None:
             calls.append(Call(binding[0], binding[1], node.args, dict(node.kwargs), out="out"))
         overload = _matching_out_overload(op)
-        if overload is not None:
+        if overload is not None and not _copies_into_out(op, overload[0], self._device(node, None)):
             out_op, names = overload
             kwargs = {
                 k: v
