@@ -240,3 +240,30 @@ def test_rewrites_whose_errors_compound_beyond_the_tolerance_are_refused_end_to_
     assert [r.outcome for r in rewrites] == [RewriteOutcome.APPLIED, RewriteOutcome.REFUSED, RewriteOutcome.REFUSED]
     assert all("with the rewrites before it" in r.reason for r in rewrites[1:])
     torch.testing.assert_close(captured.graph_module(x)[0], x + 3 + 6e-4)
+
+
+class BigTail(nn.Module):
+    """Planned intermediates, then a large output made from an unplanned one (GPT's head)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = nn.Linear(64, 64)
+        self.norm = nn.LayerNorm(64)
+        self.head = nn.Linear(64, 4096, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(torch.relu(self.linear(x)) + x))
+
+
+def test_with_cleanup_the_slab_is_given_back_before_a_large_tail_allocates():
+    from srbench.measure.memory import observe_allocations
+
+    model, x = BigTail().eval(), torch.randn(32, 64)
+    module = assert_matches_eager(model, [(x,)], rtol=1e-4, atol=1e-5)
+    runtime = module.runtime()
+    runtime(x)
+    slab, output = module.prepared.slab_bytes, 32 * 4096 * 4
+    assert slab >= 2 * 32 * 64 * 4
+    peak = observe_allocations(lambda: runtime(x)).peak_bytes
+    assert peak < slab + output, "the slab was still held while the output was allocated"

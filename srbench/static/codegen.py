@@ -158,8 +158,13 @@ class CodeWriter:
         mutations: Mapping[int, str],
         guards: Sequence[tuple[torch.Size, tuple[int, ...], torch.dtype, torch.device]],
         cleanup_slab_bytes: int | None,
+        slab_last_read: str | None = None,
     ):
+        """``slab_last_read``: the node after which no slab tensor is read (the latest ``last``
+        step of the slab's records); with cleanup the slab is given back right after it, so what
+        the run still allocates (a large output) does not stack on top of it."""
         self.graph = graph
+        self.slab_last_read = slab_last_read
         self.plans = {plan.node.name: plan for plan in plans}
         self.order = list(plans)
         self.user_inputs = list(user_inputs)
@@ -431,8 +436,10 @@ class CodeWriter:
             lines.append(f"{Hook.SLAB}.resize_({self.cleanup_slab_bytes})")
         if profile:
             lines.append(tick.format(slot=0))
-        for slot, (_, node_lines) in enumerate(body, start=1):
+        for slot, (node_name, node_lines) in enumerate(body, start=1):
             lines += node_lines
+            if self.cleanup_slab_bytes is not None and node_name is not None and node_name == self.slab_last_read:
+                lines.append(f"{Hook.SLAB}.resize_(0)")  # given back early; the release below is then free
             if profile:
                 lines.append(tick.format(slot=slot))
         lines.append(f"_result = {returned}")

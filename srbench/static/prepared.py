@@ -199,6 +199,15 @@ def _managed_tensors(
     return tuple(tensors)
 
 
+def _last_reader(graph: torch.fx.Graph, records: Sequence[TensorUsageRecord]) -> str | None:
+    """The node at the last step any of ``records`` is read (through any alias)."""
+    if not records:
+        return None
+    nodes = list(graph.nodes)
+    step = max(record.last for record in records)
+    return nodes[step].name if nodes[step].op == "call_function" else None
+
+
 def _plan(records: Sequence[TensorUsageRecord], planner: str) -> PlanResult | None:
     return plan_memory(records, planner) if records else None
 
@@ -249,6 +258,7 @@ def prepare_graph(
         mutations,
         [spec.guard for spec in specs],
         plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None,
+        _last_reader(graph, slab_records),
     )
     return PreparedGraph(
         inputs=specs,
