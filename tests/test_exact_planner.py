@@ -131,12 +131,31 @@ def test_offsets_keep_the_alignment_and_zero_size_tensors_sit_at_zero():
 
 
 def test_slabs_too_large_for_the_int64_search_keep_the_heuristic_plan_unproven():
-    records = [R(r.id, r.first, r.last, r.size * 2**53) for r in HEURISTICS_TRAP]  # 2**63 bytes in all
+    records = [R(r.id, r.first, r.last, r.size * 2**51) for r in HEURISTICS_TRAP]  # 2**61 bytes in all
     plan = exact.plan(records)
     validate_plan(records, plan)
     assert plan.total_bytes == best.plan(records).total_bytes > lower_bound(records)
     assert not plan.proven_optimal
     assert plan.notes["stopped"] == "too large to search"
+
+
+def test_a_partition_too_large_for_its_memory_budget_is_not_searched(monkeypatch):
+    monkeypatch.setattr(exact, "MAX_SEARCH_ENTRIES", 10)  # HEURISTICS_TRAP needs more
+    plan = exact.plan(HEURISTICS_TRAP, time_limit=5)
+    assert plan.total_bytes == 576 and not plan.proven_optimal
+    assert plan.notes["stopped"] == "too large to search"
+    assert plan.notes["search_steps"] == 0
+
+
+def test_keeps_its_time_limit_from_the_call_its_starting_plan_included():
+    # 40,000 tensors: every fast heuristic together takes seconds; with a limit of a fifth of a
+    # second only the first runs (the limit cannot cut a heuristic short), the rest are skipped.
+    records = synthetic_records(40_000, seed=5)
+    started = time.perf_counter()
+    plan = exact.plan(records, time_limit=0.2)
+    elapsed = time.perf_counter() - started
+    assert plan.notes["skipped_heuristics"]  # the limit acted on the starting plan
+    assert elapsed < 0.2 + 10.0  # one heuristic and the bookkeeping, on a loaded shared machine
 
 
 def test_no_records_is_an_empty_proven_plan():

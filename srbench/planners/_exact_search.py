@@ -33,7 +33,6 @@ Without numba (an optional extra) the same functions run as plain Python: correc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -41,6 +40,8 @@ from typing import NamedTuple
 import numpy as np
 
 from srbench.planners._compiled import njit
+from srbench.planners._intervals import overlap_degrees, overlap_lists
+from srbench.planners._placement import range_min
 
 FOUND = 1
 EXHAUSTED = 2
@@ -61,7 +62,7 @@ class Partition:
     """Buffers whose lifetimes chain together; buffers of different partitions never overlap in
     time, so each partition is searched on its own. Arrays are indexed by local buffer index."""
 
-    buffer_ids: tuple[int, ...]  # indices into the caller's buffer list
+    buffer_ids: np.ndarray  # indices into the caller's buffer arrays
     size: np.ndarray  # bytes
     width: np.ndarray  # lifetime length in steps
     section_lo: np.ndarray  # first section the buffer is alive in
@@ -85,9 +86,7 @@ class Partition:
     @cached_property
     def largest_total(self) -> np.ndarray:
         """The largest section total each buffer is part of."""
-        return np.array(
-            [self.section_total[lo:hi].max() for lo, hi in zip(self.section_lo, self.section_hi)], dtype=np.int64
-        )
+        return -range_min(-self.section_total, self.section_lo, self.section_hi - 1)
 
     def preorder_rank(self, heuristic: str) -> np.ndarray:
         """Rank of each buffer in the static order named by ``heuristic`` (ties by index)."""
@@ -99,24 +98,25 @@ class Partition:
         return rank.astype(np.int64)
 
 
-def partitions(firsts: Sequence[int], lasts: Sequence[int], sizes: Sequence[int]) -> list[Partition]:
-    """Split buffers (inclusive lifetimes) into time-connected partitions with their sections."""
-    order = sorted(range(len(sizes)), key=lambda i: (firsts[i], lasts[i]))
-    groups: list[list[int]] = []
-    reach = None
-    for index in order:
-        if reach is None or firsts[index] > reach:
-            groups.append([])
-            reach = lasts[index]
-        groups[-1].append(index)
-        reach = max(reach, lasts[index])
-    return [_partition(group, firsts, lasts, sizes) for group in groups]
+def time_groups(first: np.ndarray, last: np.ndarray) -> list[np.ndarray]:
+    """Indices of the buffers (inclusive lifetimes) whose lifetimes chain together, one array
+    per group in (first, last) order: buffers of different groups never overlap in time."""
+    order = np.lexsort((last, first))
+    reach = np.maximum.accumulate(last[order])
+    return np.split(order, np.flatnonzero(first[order][1:] > reach[:-1]) + 1)
 
 
-def _partition(group: list[int], firsts: Sequence[int], lasts: Sequence[int], sizes: Sequence[int]) -> Partition:
-    first = np.array([firsts[i] for i in group], dtype=np.int64)
-    end = np.array([lasts[i] + 1 for i in group], dtype=np.int64)
-    size = np.array([sizes[i] for i in group], dtype=np.int64)
+def search_entries(first: np.ndarray, last: np.ndarray) -> int:
+    """How many entries a partition of these buffers holds in its neighbour and section lists,
+    the bulk of its memory: known before building it, so a huge one need not be built."""
+    points = np.unique(np.concatenate([first, last + 1]))
+    spans = np.searchsorted(points, last + 1) - np.searchsorted(points, first)
+    return int(overlap_degrees(first, last).sum() + spans.sum())
+
+
+def build_partition(group: np.ndarray, first: np.ndarray, last: np.ndarray, size: np.ndarray) -> Partition:
+    """The partition of the buffers ``group`` (indices into ``first``, ``last``, ``size``)."""
+    first, end, size = first[group], last[group] + 1, size[group]
     points = np.unique(np.concatenate([first, end]))
     section_lo = np.searchsorted(points, first).astype(np.int64)
     section_hi = np.searchsorted(points, end).astype(np.int64)
@@ -132,15 +132,9 @@ def _partition(group: list[int], firsts: Sequence[int], lasts: Sequence[int], si
     member_idx = owner[by_section]
     member_ptr = np.zeros(num_sections + 1, dtype=np.int64)
     member_ptr[1:] = np.cumsum(np.bincount(section_of, minlength=num_sections))
-    neighbour_rows = [
-        np.flatnonzero((first < end[local]) & (end > first[local]) & (np.arange(size.shape[0]) != local))
-        for local in range(size.shape[0])
-    ]
-    neighbour_ptr = np.zeros(size.shape[0] + 1, dtype=np.int64)
-    neighbour_ptr[1:] = np.cumsum([row.shape[0] for row in neighbour_rows])
-    neighbour_idx = np.concatenate(neighbour_rows).astype(np.int64) if neighbour_rows else np.zeros(0, np.int64)
+    neighbour_ptr, neighbour_idx = overlap_lists(first, end - 1)
     return Partition(
-        buffer_ids=tuple(group),
+        buffer_ids=group,
         size=size,
         width=end - first,
         section_lo=section_lo,
@@ -238,11 +232,11 @@ class SearchState:
             frame=np.zeros((_FRAME_ROWS, count + 1), dtype=np.int64),
             # Pieces of the open splits nest (a laminar family over the sections): at most 2S of them.
             piece=np.zeros((2, 2 * num_sections + 2), dtype=np.int64),
-            # Each placement raises each neighbour's minimum offset at most once: this bound is exact.
-            offset_trail=np.zeros((2, max(partition.neighbour_idx.shape[0], 1)), dtype=np.int64),
-            section_trail=np.zeros(
-                (2, max(4 * int((partition.section_hi - partition.section_lo).sum()), 64)), np.int64
-            ),
+            # The trails start small and double when a placement might not fit (TRAIL_FULL):
+            # their worst cases (every neighbour raised, every section floor moved, at every
+            # depth) are far from what a search uses, and were most of its memory.
+            offset_trail=np.zeros((2, min(partition.neighbour_idx.shape[0], 4 * count) + 64), dtype=np.int64),
+            section_trail=np.zeros((2, 4 * (count + num_sections) + 64), dtype=np.int64),
             ctl=np.zeros(_CTL_SLOTS, dtype=np.int64),
         )
         self.status = EXHAUSTED if partition.lower_bound > capacity else 0
@@ -261,16 +255,23 @@ class SearchState:
         if self.done:
             return self.status
         while True:
+            before = self.steps
             status = _search(self.problem, self.progress, budget)
+            budget -= self.steps - before
             if status != TRAIL_FULL:
                 self.status = status
                 return status
-            trail = self.progress.section_trail
-            self.progress = self.progress._replace(section_trail=np.concatenate([trail, np.zeros_like(trail)], axis=1))
+            self.progress = self.progress._replace(
+                offset_trail=_doubled(self.progress.offset_trail), section_trail=_doubled(self.progress.section_trail)
+            )
 
     def offsets(self) -> np.ndarray:
         """The packing found (local buffer order); only meaningful once FOUND."""
         return self.progress.offset.copy()
+
+
+def _doubled(trail: np.ndarray) -> np.ndarray:
+    return np.concatenate([trail, np.zeros_like(trail)], axis=1)
 
 
 # Rows of Progress.level (one column per depth).
@@ -566,7 +567,7 @@ def _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts, 
 def _search(problem, state, budget):
     """Run the depth-first search for up to ``budget`` units of work (nodes entered plus
     placements tried) from where ``state`` left off: FOUND, EXHAUSTED, BUDGET_SPENT, or
-    TRAIL_FULL (the section trail needs more room before the next placement)."""
+    TRAIL_FULL (a trail needs more room before the next placement)."""
     (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, rank,
      capacity, alignment) = problem  # fmt: skip
     (offset, min_offset, floor, total, cuts, scratch, mark, level, frame, piece, offset_trail, section_trail,
@@ -627,8 +628,11 @@ def _search(problem, state, budget):
                                                 level, offset_trail, offset_top, section_trail, section_top,
                                                 depth)  # fmt: skip
             continue
-        if section_top + (section_hi[chosen] - section_lo[chosen]) + num_sections > section_trail.shape[1]:
-            status = TRAIL_FULL
+        if (
+            section_top + (section_hi[chosen] - section_lo[chosen]) + num_sections > section_trail.shape[1]
+            or offset_top + neighbour_ptr[chosen + 1] - neighbour_ptr[chosen] > offset_trail.shape[1]
+        ):
+            status = TRAIL_FULL  # the caller makes room; the placement is tried again then
             break
 
         spent += 1

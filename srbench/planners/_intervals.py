@@ -134,6 +134,43 @@ def collect_overlapping(lo, hi, by_start, start_ptr, node_ptr, node_idx, record,
     return count
 
 
+def overlap_degrees(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """How many other records each record overlaps in time, without listing them (O(n log n)):
+    the records starting by its last step, less those that ended before its first step (a
+    subset of them), less itself. Tells the size of :func:`overlap_lists` before building it."""
+    starts, ends = np.sort(first), np.sort(last)
+    return np.searchsorted(starts, last, side="right") - np.searchsorted(ends, first, side="left") - 1
+
+
+@njit(cache=True)
+def overlap_lists(first, last):
+    """For each record, the other records overlapping it in time, ascending, as CSR arrays
+    ``(ptr, idx)``: ``idx[ptr[i]:ptr[i + 1]]`` for record i. O(n log n + k) for k entries."""
+    count = first.shape[0]
+    ptr = np.zeros(count + 1, dtype=np.int64)
+    if count == 0:
+        return ptr, np.zeros(0, dtype=np.int64)
+    lo, hi, by_start, start_ptr, node_ptr, node_idx = index_arrays(first, last)
+    everyone = np.ones(count, dtype=np.bool_)
+    found = np.empty(count, dtype=np.int64)
+    for record in range(count):
+        ptr[record + 1] = (
+            ptr[record]
+            + collect_overlapping(lo, hi, by_start, start_ptr, node_ptr, node_idx, record, everyone, found)
+            - 1
+        )
+    idx = np.empty(ptr[count], dtype=np.int64)
+    for record in range(count):
+        k = collect_overlapping(lo, hi, by_start, start_ptr, node_ptr, node_idx, record, everyone, found)
+        row = np.sort(found[:k])
+        at = ptr[record]
+        for other in row:
+            if other != record:
+                idx[at] = other
+                at += 1
+    return ptr, idx
+
+
 # --- offsets taken over a span of steps ---------------------------------------------------------
 #
 # Best fit needs more than the overlapping records: the free gaps among their offsets. The

@@ -149,6 +149,23 @@ def sort_order(keys: Sequence[np.ndarray]) -> np.ndarray:
     return np.lexsort(tuple(reversed(keys)))
 
 
+def range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``min(values[lo[i]:hi[i] + 1])`` for every i, via a sparse table (O(n log n))."""
+    table = [values]
+    width = 1
+    while 2 * width <= len(values):
+        previous = table[-1]
+        table.append(np.minimum(previous[:-width], previous[width:]))
+        width *= 2
+    level = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
+    result = np.empty(len(lo), dtype=values.dtype)
+    for k in set(level.tolist()):
+        pick = level == k
+        row = table[k]
+        result[pick] = np.minimum(row[lo[pick]], row[hi[pick] - (1 << int(k)) + 1])
+    return result
+
+
 def live_peak(table: RecordTable, sizes: np.ndarray) -> int:
     """The most bytes alive at one step when record i takes ``sizes[i]`` bytes (the lower bound
     of :func:`srbench.memory.records.lower_bound`, over arrays)."""

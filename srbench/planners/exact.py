@@ -18,10 +18,15 @@ optimum. ``notes`` also carry ``lower_bound``, ``proven_lower_bound``, ``start_t
 best total, at each improvement), ``search_steps`` (nodes entered plus placements tried),
 ``seconds`` and ``stopped``.
 
-The time limit counts from the call and bounds the search; the heuristics it starts from always
-run to the end (milliseconds on inference graphs, about 4 s on 10,000 synthetic tensors). The
-first call after installing compiles the numba core (several seconds, cached on disk
-afterwards); that one-time cost is not bounded by it either.
+The time limit counts from the call to the return, the starting plan included: the heuristics
+get half of it (all of it when nothing will be searched), the first always running and each
+later one only if it is expected to finish in time (``notes["skipped_heuristics"]`` names the
+others). Memory stays bounded: a partition whose neighbour and section lists would pass
+:data:`MAX_SEARCH_ENTRIES` entries is not searched (its heuristic offsets stay, and ``stopped``
+says "too large to search" when it is what keeps the plan from being proven); at 100,000
+inference-like tensors that is the whole graph, and a search there could not finish anyway.
+The first call after installing compiles the numba cores (several seconds, then cached on disk):
+that one-time cost is outside the limit; the benchmarks warm the cache first.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord, align_up, lower_bound
+from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, TensorUsageRecord
 from srbench.planners import best as fast_heuristics
 from srbench.planners._exact_search import (
     EXHAUSTED,
@@ -41,9 +46,11 @@ from srbench.planners._exact_search import (
     PREORDERINGS,
     Partition,
     SearchState,
-    partitions,
+    build_partition,
+    search_entries,
+    time_groups,
 )
-from srbench.planners._placement import make_plan
+from srbench.planners._placement import as_table, live_peak, plan_from_offsets
 
 NAME = "exact"
 DEFAULT_TIME_LIMIT = 60.0
@@ -60,6 +67,11 @@ FIRST_ROUND_WORK = 4096
 SEARCH_LIMIT_BYTES = 2**60
 # Wall-clock seconds one call into the compiled search aims at, so the time limit is kept.
 SLICE_SECONDS = 0.02
+# The share of the time limit the starting heuristics may take when a search follows.
+START_SHARE = 0.5
+# Neighbour plus section-list entries of one partition (8 bytes each) beyond which it is not
+# searched: 8M entries are 64 MB, 10,000 inference-like tensors need under 1M.
+MAX_SEARCH_ENTRIES = 8_000_000
 
 
 @dataclass
@@ -83,6 +95,7 @@ class _Minimizer:
         self,
         parts: list[Partition],
         incumbents: list[_Incumbent],
+        fixed: int,
         bound: int,
         alignment: int,
         started: float,
@@ -90,6 +103,7 @@ class _Minimizer:
     ):
         self.parts = parts
         self.incumbents = incumbents
+        self.fixed = fixed  # the largest total among the partitions not searched
         self.proven = bound  # no packing smaller than this exists
         self.alignment = alignment
         self.deadline = deadline
@@ -100,38 +114,43 @@ class _Minimizer:
 
     @property
     def best(self) -> int:
-        return max((incumbent.total for incumbent in self.incumbents), default=0)
+        return max([self.fixed, *(incumbent.total for incumbent in self.incumbents)])
+
+    @property
+    def floor(self) -> int:
+        """The lowest capacity worth searching: the proven bound, or what the unsearched keep."""
+        return max(self.proven, self.fixed)
 
     def out_of_time(self) -> bool:
         return time.perf_counter() >= self.deadline
 
     def ladder(self) -> list[int]:
-        """Capacities to search between the proven bound and the best plan, lowest first."""
-        gap = self.best - self.proven
-        capacities = {self.proven + gap * numerator // LADDER_DENOMINATOR for numerator in LADDER_STEPS}
+        """Capacities to search between the floor and the best plan, lowest first."""
+        gap = self.best - self.floor
+        capacities = {self.floor + gap * numerator // LADDER_DENOMINATOR for numerator in LADDER_STEPS}
         return sorted(capacity for capacity in capacities if capacity < self.best)
 
     def solve(self) -> None:
         attempts: list[_Attempt] = []
         built_for = None
         round_work = FIRST_ROUND_WORK
-        while self.best > self.proven and not self.out_of_time():
-            if built_for != (self.proven, self.best):
+        while self.best > self.floor and not self.out_of_time():
+            if built_for != (self.floor, self.best):
                 # Rebuilt whenever the bounds move; a search already under way at a capacity
                 # still on the ladder (usually the proven bound) keeps its progress.
                 kept = {attempt.capacity: attempt for attempt in attempts}
                 attempts = [kept.get(capacity) or _Attempt(capacity) for capacity in self.ladder()]
-                built_for = (self.proven, self.best)
-            others = sum(self.proven < attempt.capacity < self.best for attempt in attempts)
+                built_for = (self.floor, self.best)
+            others = sum(self.floor < attempt.capacity < self.best for attempt in attempts)
             for attempt in attempts:
-                if not self.proven <= attempt.capacity < self.best:
+                if not self.floor <= attempt.capacity < self.best:
                     continue
                 # The proven bound gets as much work as all the others together: most inputs
                 # have a packing there, and only that search can prove a plan optimal.
-                budget = round_work * max(others, 1) if attempt.capacity == self.proven else round_work
+                budget = round_work * max(others, 1) if attempt.capacity == self.floor else round_work
                 if self.advance(attempt, budget) == EXHAUSTED:
                     self.proven = max(self.proven, attempt.capacity + 1)
-                if self.best <= self.proven or self.out_of_time():
+                if self.best <= self.floor or self.out_of_time():
                     return
             round_work *= 2
 
@@ -186,38 +205,48 @@ def plan(
     if not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool) or not time_limit > 0:
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
     started = time.perf_counter()
-    records = list(records)
-    start = fast_heuristics.plan(records, alignment=alignment)
-    bound = lower_bound(records)
-    placed = [record for record in records if record.size]
-    parts = partitions([r.first for r in placed], [r.last for r in placed], [r.size for r in placed])
-    incumbents = []
-    for part in parts:
-        offsets = np.array([start.offsets[placed[i].id] for i in part.buffer_ids], dtype=np.int64)
-        incumbents.append(_Incumbent(int((offsets + part.size).max()), offsets))
-    minimizer = _Minimizer(parts, incumbents, bound, alignment, started, started + time_limit)
-    searchable = sum(align_up(record.size, alignment) for record in placed) < SEARCH_LIMIT_BYTES
-    if searchable:
-        minimizer.solve()
-    offsets = {
-        placed[buffer].id: int(offset)
-        for part, incumbent in zip(parts, minimizer.incumbents)
-        for buffer, offset in zip(part.buffer_ids, incumbent.offsets)
-    }
-    best, proven = minimizer.best, minimizer.proven
-    result = make_plan(
-        NAME,
-        records,
-        offsets,
-        lower_bound=bound,
-        proven_lower_bound=min(proven, best),
-        gap=(best - proven) / proven if proven and best > proven else 0.0,
-        start_total=start.total_bytes,
-        start_planner=start.notes["winner"],
-        search_steps=minimizer.steps,
-        progress=minimizer.progress,
-        seconds=round(time.perf_counter() - started, 3),
-        stopped="optimal" if best <= proven else "time limit" if searchable else "too large to search",
-        time_limit=time_limit,
+    deadline = started + time_limit
+    table = as_table(records)
+    footprints = table.footprint(alignment)  # refuses records beyond an int64 slab
+    placed = np.flatnonzero(table.size > 0)
+    first, last, size = table.first[placed], table.last[placed], table.size[placed]
+    groups = time_groups(first, last) if placed.shape[0] else []
+    searchable = [
+        int(footprints[placed[group]].sum()) < SEARCH_LIMIT_BYTES
+        and search_entries(first[group], last[group]) <= MAX_SEARCH_ENTRIES
+        for group in groups
+    ]
+    start = fast_heuristics.run_candidates(
+        table,
+        alignment=alignment,
+        planner=NAME,
+        deadline=started + time_limit * (START_SHARE if any(searchable) else 1.0),
     )
-    return dataclasses.replace(result, proven_optimal=best <= proven)
+    offsets = np.array([start.offsets[name] for name in table.ids], dtype=np.int64)
+    fixed = max((int((offsets[placed[g]] + size[g]).max()) for g, s in zip(groups, searchable) if not s), default=0)
+    parts = [build_partition(group, first, last, size) for group, s in zip(groups, searchable) if s]
+    incumbents = [
+        _Incumbent(int((offsets[placed[p.buffer_ids]] + p.size).max()), offsets[placed[p.buffer_ids]]) for p in parts
+    ]
+    bound = live_peak(table, table.size)
+    minimizer = _Minimizer(parts, incumbents, fixed, bound, alignment, started, deadline)
+    minimizer.solve()
+    for part, incumbent in zip(parts, minimizer.incumbents):
+        offsets[placed[part.buffer_ids]] = incumbent.offsets
+    best, proven = minimizer.best, minimizer.proven
+    stopped = "optimal" if best <= proven else "too large to search" if best <= fixed else "time limit"
+    notes: dict[str, object] = {
+        "lower_bound": bound,
+        "proven_lower_bound": min(proven, best),
+        "gap": (best - proven) / proven if proven and best > proven else 0.0,
+        "start_total": start.total_bytes,
+        "start_planner": start.notes["winner"],
+        "search_steps": minimizer.steps,
+        "progress": minimizer.progress,
+        "seconds": round(time.perf_counter() - started, 3),
+        "stopped": stopped,
+        "time_limit": time_limit,
+    }
+    if "skipped" in start.notes:
+        notes["skipped_heuristics"] = start.notes["skipped"]
+    return dataclasses.replace(plan_from_offsets(NAME, table, offsets, **notes), proven_optimal=best <= proven)

@@ -27,6 +27,7 @@ from srbench.planners._placement import (
     as_table,
     best_fit,
     plan_from_offsets,
+    range_min,
     sort_order,
     tie_break_keys,
 )
@@ -67,25 +68,8 @@ def widest_operator_rank(records: Sequence[TensorUsageRecord]) -> np.ndarray:
     order = sort_order([-breadth, np.arange(len(steps))])
     step_rank = np.empty(len(steps), dtype=np.int64)
     step_rank[order] = np.arange(len(steps))
-    ranks[sized] = _range_min(step_rank, lo, hi)
+    ranks[sized] = range_min(step_rank, lo, hi)
     return ranks
-
-
-def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``min(values[lo[i]:hi[i] + 1])`` for every i, via a sparse table (O(n log n))."""
-    table = [values]
-    width = 1
-    while 2 * width <= len(values):
-        previous = table[-1]
-        table.append(np.minimum(previous[:-width], previous[width:]))
-        width *= 2
-    level = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
-    result = np.empty(len(lo), dtype=values.dtype)
-    for k in set(level.tolist()):
-        pick = level == k
-        row = table[k]
-        result[pick] = np.minimum(row[lo[pick]], row[hi[pick] - (1 << int(k)) + 1])
-    return result
 
 
 VARIANTS = {f"{NAME}[{name}]": partial(plan, tie_break=name) for name in TIE_BREAKS}
