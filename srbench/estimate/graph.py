@@ -57,7 +57,7 @@ class NodeEstimate:
     shape: str
     output: ByteCount  # bytes of the storages the node allocates
     block_bytes: int  # what the device's allocator hands out for them
-    temporary: ByteCount
+    temporary: ByteCount  # what it needs beyond its results while it runs
     temporary_source: TemporarySource
     flops: int
     live_bytes: int  # eager: bytes of blocks alive while the node runs, temporaries included

@@ -72,8 +72,10 @@ class KernelRule:
 
 def _onednn_convolution(node: torch.fx.Node) -> int | None:
     """oneDNN reorders the input (unless it has fewer than 8 channels), the weight and the output
-    into blocked layouts, all alive at once; a strided 1x1 convolution also keeps a subsampled copy
-    of the input, twice its size plus 128 bytes."""
+    into blocked layouts, all alive at once (a strided 1x1 convolution also keeps a subsampled copy
+    of the input: twice the output's spatial size times the input's channels, plus 128 bytes);
+    then it frees them except the blocked output and allocates the result to reorder into. Beyond
+    its result the node so needs the larger of (all those copies less one output) and one output."""
     x, weight, out = _value(node, 0), _value(node, 1), node.meta.get("val")
     if not all(isinstance(v, torch.Tensor) for v in (x, weight, out)):
         return None
@@ -85,7 +87,8 @@ def _onednn_convolution(node: torch.fx.Node) -> int | None:
     strided = isinstance(stride, (list, tuple)) and any(s > 1 for s in stride)
     if tuple(weight.shape[2:]) == (1, 1) and strided:
         total += 2 * x.shape[1] * out.shape[2] * out.shape[3] * x.element_size() + 128
-    return int(total)
+    result = storage_nbytes(out)
+    return int(max(total - result, result))
 
 
 def _batch_norm_statistics(node: torch.fx.Node) -> int | None:
@@ -94,6 +97,17 @@ def _batch_norm_statistics(node: torch.fx.Node) -> int | None:
     if not isinstance(x, torch.Tensor) or x.dim() < 2:
         return None
     return 2 * int(x.shape[1]) * 4
+
+
+def _linear_folding_a_copy(node: torch.fx.Node) -> int | None:
+    """On a non-contiguous input of 3 or more dimensions, eager's ``matmul`` folds the batch
+    dimensions into one matrix product, copying the input contiguous first. (Under a dispatch
+    mode, as when traced on fake tensors, ``matmul`` takes its tensor-subclass branch instead,
+    a batched product into a temporary the size of the result: the decomposition is wrong here.)"""
+    x = _value(node, 0)
+    if not isinstance(x, torch.Tensor) or x.dim() < 3 or x.is_contiguous():
+        return None
+    return int(x.numel() * x.element_size())
 
 
 def _offset2bag(node: torch.fx.Node) -> Mapping[int, int]:
@@ -113,6 +127,13 @@ RULES: tuple[KernelRule, ...] = (
         "reordered copies of its input, weight and output inside mkldnn_convolution; exact for 3x3 and "
         "unstrided 1x1 convolutions and depthwise ones; MobileNetV2's 1x1 expansions after a residual add "
         "allocated nothing (the rule over-estimates them)",
+    ),
+    KernelRule(
+        ops=frozenset({"aten.linear.default"}),
+        device="cpu",
+        temporary=_linear_folding_a_copy,
+        evidence="srbench observe --model lstm_lm: the decoder's linear on the LSTM's batch-first (non-contiguous) "
+        "output allocates one contiguous copy of its input (131,072 bytes) and nothing else",
     ),
     KernelRule(
         ops=frozenset({"aten.batch_norm.default"}),

@@ -93,7 +93,8 @@ class _InnerOps(TorchDispatchMode):
         return result
 
     def temporary_peak(self, results: set[StorageWeakRef]) -> ByteCount:
-        """The most bytes of created storages that are not results alive at one inner op."""
+        """The most bytes of created storages that are not results alive at one inner op (the
+        results are counted as alive throughout, so this is what the node needs beyond them)."""
         spans = [
             (first, self.last_read.get(storage, first), tensor_bytes(tensor))
             for storage, (first, tensor) in self.created.items()

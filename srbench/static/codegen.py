@@ -21,9 +21,11 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.profiler import record_function
 from torch.utils import _pytree as pytree
 
 from srbench.graph.nodes import getitem_parts
+from srbench.observe.record import node_label
 from srbench.static.calls import Call, Const
 from srbench.static.choose import NodePlan, RunAs
 from srbench.static.errors import inference_only_error
@@ -51,6 +53,7 @@ class Entry(enum.Enum):
     FORWARD = "forward"
     UNCHECKED = "forward_unchecked"
     PROFILED = "forward_profiled"
+    OBSERVED = "forward_observed"
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,9 @@ class Program:
     Three functions (:class:`Entry`) are generated from one body: ``forward`` checks its inputs
     against the prepared signature and hands anything else to the runtime's ``miss`` hook;
     ``forward_unchecked`` is the same without the check; ``forward_profiled`` adds a timer after
-    every line. Each refuses inputs that require grad while grad mode is on (inference only), and
+    every line; ``forward_observed`` runs each node's lines inside a ``record_function`` range named
+    by :func:`srbench.observe.record.node_label`, so the observer attributes every allocation to
+    its node. Each refuses inputs that require grad while grad mode is on (inference only), and
     ``forward`` and ``forward_profiled`` refuse to run while another call holds the runtime's token.
     """
 
@@ -350,8 +355,16 @@ class CodeWriter:
         self.shared.setdefault("_set_grad_enabled", torch._C._set_grad_enabled)
         self.shared.setdefault("_inference_only", inference_only_error)
         self.shared.setdefault("_input_names", tuple(self.user_inputs))
+        self.shared.setdefault("_record_function", record_function)
         source = "\n".join(
-            self._function(body, returned, entry.value, guard=entry is Entry.FORWARD, profile=entry is Entry.PROFILED)
+            self._function(
+                body,
+                returned,
+                entry.value,
+                guard=entry is Entry.FORWARD,
+                profile=entry is Entry.PROFILED,
+                observe=entry is Entry.OBSERVED,
+            )
             for entry in Entry
         )
         return Program(
@@ -390,7 +403,14 @@ class CodeWriter:
         return f"in_{i}.device != _g{i}_device"
 
     def _function(
-        self, body: list[tuple[str | None, list[str]]], returned: str, name: str, *, guard: bool, profile: bool
+        self,
+        body: list[tuple[str | None, list[str]]],
+        returned: str,
+        name: str,
+        *,
+        guard: bool,
+        profile: bool,
+        observe: bool = False,
     ) -> str:
         n = len(self.user_inputs)
         unpack = ", ".join(f"in_{i}" for i in range(n)) + ("," if n == 1 else "")
@@ -437,7 +457,11 @@ class CodeWriter:
         if profile:
             lines.append(tick.format(slot=0))
         for slot, (node_name, node_lines) in enumerate(body, start=1):
+            if observe and node_name is not None:
+                lines.append(f"_range = _record_function({node_label(node_name)!r}); _range.__enter__()")
             lines += node_lines
+            if observe and node_name is not None:
+                lines.append("_range.__exit__(None, None, None)")
             if self.cleanup_slab_bytes is not None and node_name is not None and node_name == self.slab_last_read:
                 lines.append(f"{Hook.SLAB}.resize_(0)")  # given back early; the release below is then free
             if profile:

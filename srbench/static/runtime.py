@@ -36,6 +36,7 @@ class BoundProgram:
     forward: Callable[..., Any]
     forward_unchecked: Callable[..., Any]
     forward_profiled: Callable[..., Any]
+    forward_observed: Callable[..., Any]
     hooks: RuntimeHooks
     managed: Mapping[str, torch.Tensor]
 
@@ -149,6 +150,7 @@ class StaticRuntime:
             forward=function(Entry.FORWARD),
             forward_unchecked=function(Entry.UNCHECKED),
             forward_profiled=function(Entry.PROFILED),
+            forward_observed=function(Entry.OBSERVED),
             hooks=hooks,
             managed=managed,
         )

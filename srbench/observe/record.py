@@ -1,0 +1,170 @@
+"""Every allocation and free of one run, each attributed to the graph node that caused it.
+
+The runtime under observation marks each node's work with a ``torch.profiler.record_function``
+range named :func:`node_label` (the eager runner of :mod:`srbench.observe.eager` wraps every
+node; srbench's static runtime has an observed variant of its generated code). The profiler,
+with ``profile_memory=True``, records every allocation and free of the device as an event nested
+in the op that made it, itself nested in the node's range (``experimental_event_tree()``, the tree
+``torch.profiler``'s own memory profiler reads). So each allocation is attributed to the nearest
+enclosing node range, with the chain of ATen ops inside that node that led to it
+(``conv2d/convolution/_convolution/mkldnn_convolution``); a free is matched to its allocation by
+address. Work outside every node range (the static runtime sizing its slab, the interpreter
+dropping values after their last use) is attributed to the gap after the node that ran last.
+
+Allocations made before the profiler started (inputs, parameters, a slab kept between runs) are
+not events: what is observed is what the run itself allocates.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+NODE_PREFIX = "srbench.node:"
+
+
+def node_label(name: str) -> str:
+    """The ``record_function`` name that marks the work of node ``name``."""
+    return NODE_PREFIX + name
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One allocation of the run. ``node`` made it (inside ``ops``, outermost ATen op first);
+    ``after`` is the node that ran last before it when it was made between nodes (then ``node`` is
+    None). ``freed_in`` is the node during which it was freed, ``freed_after`` the node it was freed
+    after (between nodes); both None when it outlived the run (results, or a slab kept)."""
+
+    index: int
+    nbytes: int
+    node: str | None
+    ops: tuple[str, ...]
+    after: str | None
+    freed: bool
+    freed_in: str | None
+    freed_after: str | None
+    start_ns: int
+    end_ns: int | None
+
+
+@dataclass(frozen=True)
+class NodeSpan:
+    """When one node ran (profiler clock)."""
+
+    node: str
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """The allocations of one observed run, and the nodes in the order they ran."""
+
+    device: str
+    spans: tuple[NodeSpan, ...]
+    allocations: tuple[Allocation, ...]
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(span.node for span in self.spans)
+
+
+def _device_type(event: Any) -> str:
+    return str(event.extra_fields.device.type)
+
+
+def _walk(event: Any, node: str | None, ops: tuple[str, ...]) -> Iterator[tuple[Any, str | None, tuple[str, ...]]]:
+    name = event.name
+    if name.startswith(NODE_PREFIX):
+        node, ops = name[len(NODE_PREFIX) :], ()
+    elif event.tag.name == "TorchOp" and node is not None:
+        ops = (*ops, name.removeprefix("aten::"))
+    yield event, node, ops
+    for child in event.children:
+        yield from _walk(child, node, ops)
+
+
+def recorded_run(prof: profile, device: str = "cpu") -> RecordedRun:
+    """The allocations a finished profiler session saw on ``device`` (``cpu`` or ``cuda``),
+    attributed to node ranges; see the module docstring."""
+    wanted = device.split(":")[0]
+    spans: list[NodeSpan] = []
+    raw: list[tuple[int, int, int, str | None, tuple[str, ...]]] = []  # (time, ptr, size, node, ops)
+    session = prof.profiler
+    results = session.kineto_results if session is not None else None
+    if results is None:
+        raise ValueError("the profiler session has not finished: no events to read")
+    for root in results.experimental_event_tree():
+        for event, node, ops in _walk(root, None, ()):
+            if event.name.startswith(NODE_PREFIX):
+                spans.append(NodeSpan(event.name[len(NODE_PREFIX) :], event.start_time_ns, event.end_time_ns))
+            elif event.tag.name == "Allocation" and _device_type(event) == wanted:
+                fields = event.extra_fields
+                raw.append((event.start_time_ns, int(fields.ptr), int(fields.alloc_size), node, ops))
+    spans.sort(key=lambda span: span.start_ns)
+    raw.sort(key=lambda item: item[0])
+    starts = [span.start_ns for span in spans]
+
+    def ran_last(time_ns: int) -> str | None:
+        where = bisect.bisect_right(starts, time_ns)
+        return spans[where - 1].node if where else None
+
+    open_at: dict[int, int] = {}  # ptr -> index of the allocation live there
+    made: list[dict[str, Any]] = []
+    for time_ns, ptr, size, node, ops in raw:
+        if size > 0:
+            open_at[ptr] = len(made)
+            made.append(
+                {
+                    "index": len(made),
+                    "nbytes": size,
+                    "node": node,
+                    "ops": ops,
+                    "after": None if node is not None else ran_last(time_ns),
+                    "freed": False,
+                    "freed_in": None,
+                    "freed_after": None,
+                    "start_ns": time_ns,
+                    "end_ns": None,
+                }
+            )
+        elif size < 0 and ptr in open_at:  # frees of memory allocated before the profiler are not ours
+            entry = made[open_at.pop(ptr)]
+            entry.update(
+                freed=True,
+                freed_in=node,
+                freed_after=None if node is not None else ran_last(time_ns),
+                end_ns=time_ns,
+            )
+    return RecordedRun(device, tuple(spans), tuple(Allocation(**entry) for entry in made))
+
+
+def record(run: Callable[[], Any], device: str = "cpu") -> RecordedRun:
+    """Profile one call of ``run`` (which marks its nodes with :func:`node_label` ranges) and
+    return its attributed allocations. The result of ``run`` is dropped inside the profiled span,
+    so the frees of whatever it returned are seen too (attributed to the gap after the last node)."""
+    activities = [ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities, profile_memory=True) as prof:
+        result = run()
+        del result
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    return recorded_run(prof, device)
+
+
+def live_bytes_over(allocations: Sequence[Allocation]) -> list[tuple[int, int]]:
+    """(time, live bytes after it) at every allocation and free, in time order."""
+    changes = [(a.start_ns, a.nbytes) for a in allocations]
+    changes += [(a.end_ns, -a.nbytes) for a in allocations if a.end_ns is not None]
+    live, series = 0, []
+    for time_ns, delta in sorted(changes, key=lambda change: (change[0], change[1])):
+        live += delta
+        series.append((time_ns, live))
+    return series

@@ -1,0 +1,24 @@
+"""Observe srbench's static runtime: its generated code's observed variant, one run.
+
+``forward_observed`` (:class:`srbench.static.codegen.Entry`) is the runtime's own straight-line
+code with each node's lines inside a ``record_function`` range named after the node, bound to
+the runtime's slab and managed tensors like ``forward``: what it allocates is what ``forward``
+allocates. The slab's own allocation (with ``cleanup_activations``, a resize before the first
+node and after the last) happens outside every node and is counted as the runtime's own.
+"""
+
+from __future__ import annotations
+
+from srbench.observe.observation import Observation, observe_run
+from srbench.observe.record import record
+from srbench.static import StaticModule
+
+
+def observe_static(module: StaticModule, inputs: tuple, *, warmup: int = 1) -> Observation:
+    """Run ``module`` on ``inputs`` with a fresh runtime ``warmup`` times, then once observed."""
+    runtime = module.runtime()
+    for _ in range(warmup):
+        runtime(*inputs)
+    bound = runtime.bind(inputs)
+    run = record(lambda: bound.forward_observed(*inputs), str(module.prepared.device))
+    return observe_run(run, runtime="srbench", model=module.name)

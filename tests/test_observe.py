@@ -1,0 +1,173 @@
+"""The observer (``srbench.observe``): every allocation of a run attributed to the node that made it,
+on hand-made graphs with known allocations and on srbench's static runtime, and ``srbench observe``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from srbench.cli import main
+from srbench.graph import capture
+from srbench.observe import observe_eager
+from srbench.observe.report import workspaces
+from srbench.observe.sidebyside import side_by_side
+from srbench.observe.static import observe_static
+from srbench.static import StaticModule, StaticOptions
+from srbench.static.choose import RunAs
+from srbench.zoo import load_zoo
+
+WORKSPACE_FLOATS = 1000
+
+
+@torch.library.custom_op("srbench_test::doubled_with_workspace", mutates_args=())
+def doubled_with_workspace(x: torch.Tensor) -> torch.Tensor:
+    """Twice ``x``; the kernel allocates a scratch buffer of 1000 floats for itself and frees it."""
+    scratch = torch.empty(WORKSPACE_FLOATS)
+    scratch.fill_(2.0)
+    return x * scratch[0]
+
+
+@doubled_with_workspace.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class Known(nn.Module):
+    """Every allocation is known: 256 floats at ``mul``, 512 at ``ones``, a scalar at each sum,
+    and the custom op's result plus its 4,000-byte scratch buffer. (``x + 1`` would also allocate
+    the Python scalar as a tensor, 8 bytes, and its float copy, 4 bytes: eager does.)"""
+
+    def forward(self, x):
+        a = x * x
+        b = torch.ones(512)
+        c = doubled_with_workspace(a)
+        return a.sum() + b.sum() + c.sum()
+
+
+@pytest.fixture(scope="module")
+def known():
+    inputs = (torch.randn(256),)
+    return observe_eager(capture(Known(), inputs, name="known"), inputs)
+
+
+def test_a_known_allocation_is_attributed_to_its_node(known):
+    mul = known.node("mul")
+    assert (mul.allocations, mul.output_bytes, mul.temporary_bytes) == (1, 256 * 4, 0)
+    ones = known.node("ones")
+    assert (ones.allocations, ones.output_bytes) == (1, 512 * 4)
+    assert known.node("sum_1").output_bytes == 4
+    assert known.between_nodes == 0  # everything the run allocated happened inside a node
+
+
+def test_an_op_with_an_internal_temporary_shows_it_as_such(known):
+    custom = known.node("doubled_with_workspace")
+    assert custom.output_bytes == 256 * 4  # its result outlives it
+    assert custom.temporary_bytes == WORKSPACE_FLOATS * 4  # the scratch buffer, made and freed inside it
+    (workspace,) = custom.workspaces
+    assert workspace.nbytes == WORKSPACE_FLOATS * 4 and workspace.op == "empty"
+    assert workspace.ops[0] == "srbench_test::doubled_with_workspace"
+    assert ("empty", 1, 4000, 4000) in workspaces(known)
+
+
+def test_the_peak_counts_what_is_alive_at_once(known):
+    # x * x (1 KiB) and ones (2 KiB) are alive when the custom op holds its result and scratch
+    assert known.peak_bytes == 256 * 4 + 512 * 4 + 256 * 4 + WORKSPACE_FLOATS * 4
+    assert known.node("doubled_with_workspace").live_bytes == known.peak_bytes
+
+
+def test_max_pool2d_drops_its_indices_inside_the_node():
+    model = nn.MaxPool2d(2)
+    inputs = (torch.randn(1, 4, 8, 8),)
+    observed = observe_eager(capture(model, inputs, name="pool"), inputs)
+    pool = observed.node("max_pool2d")
+    assert pool.output_bytes == 4 * 4 * 4 * 4
+    assert pool.temporary_bytes == 4 * 4 * 4 * 8  # the int64 indices
+    assert [w.op for w in pool.workspaces] == ["max_pool2d_with_indices"]
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "bert_encoder"])
+@pytest.mark.parametrize("cleanup", [False, True], ids=["keep", "cleanup"])
+def test_managed_tensors_cost_no_allocation_in_steady_state(name, cleanup):
+    case = load_zoo().get(name)
+    inputs = case.example_inputs(0)
+    options = StaticOptions(cleanup_activations=cleanup, manage_output_tensors=not cleanup)
+    module = StaticModule(case.model(), inputs, options, name=name)
+    observed = observe_static(module, inputs)
+    into_slab = [plan.node.name for plan in module.prepared.plans if plan.how is RunAs.OUT]
+    assert into_slab, "some nodes run as out variants"
+    seen = {node.node: node for node in observed.nodes}
+    for name_ in into_slab:
+        assert seen[name_].output_bytes == 0, f"{name_} allocated its result although it is managed"
+    if cleanup:  # the slab is the runtime's own allocation, made outside every node
+        assert observed.between_nodes_bytes == module.prepared.slab_bytes
+    else:
+        assert observed.between_nodes == 0
+
+
+def test_the_mlp_allocates_nothing_at_all_with_managed_outputs_and_a_kept_slab():
+    case = load_zoo().get("mlp")
+    inputs = case.example_inputs(0)
+    options = StaticOptions(cleanup_activations=False, manage_output_tensors=True)
+    observed = observe_static(StaticModule(case.model(), inputs, options, name="mlp"), inputs)
+    assert observed.allocations == 0 and observed.peak_bytes == 0
+
+
+def test_hidden_workspaces_of_resnet18_are_onednn_reorders():
+    case = load_zoo().get("resnet18")
+    inputs = case.example_inputs(0)
+    observed = observe_eager(capture(case.model(), inputs, name="resnet18"), inputs)
+    listed = {op: (count, largest) for op, count, largest, _ in workspaces(observed)}
+    convolutions = [node for node in observed.nodes if node.node.startswith("conv2d")]
+    assert len(convolutions) == 20
+    assert all(node.workspaces and node.workspaces[0].op == "mkldnn_convolution" for node in convolutions)
+    assert listed["mkldnn_convolution"][1] == 512 * 512 * 3 * 3 * 4  # the largest: a 3x3 512-channel weight
+    assert listed["max_pool2d_with_indices"] == (1, 64 * 56 * 56 * 8)
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet18", "bert_encoder"])
+def test_estimated_planned_and_observed_bytes_side_by_side(name):
+    sbs = side_by_side(load_zoo().get(name))
+    assert sbs.rows
+    for row in sbs.rows:
+        assert row.eager is not None, row.node
+        assert row.estimated_output == row.eager.output_bytes, row.node
+        if row.planned_bytes:  # what srbench's slab holds for the node, the node does not allocate
+            assert row.srbench_how == "out" and row.srbench is not None and row.srbench.output_bytes == 0, row.node
+            assert row.planned_bytes >= row.estimated_output, row.node
+    assert sbs.estimate.eager.peak_requested == sbs.eager.peak_bytes
+    assert sbs.slab_bytes >= sbs.lower_bound
+
+
+def test_cuda_observation_needs_a_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: the observer's CUDA path (profiler CUDA memory events) is untested")
+    model, inputs = nn.Linear(8, 8).cuda(), (torch.randn(4, 8, device="cuda"),)
+    observed = observe_eager(capture(model, inputs, name="linear"), inputs, device="cuda")
+    assert observed.node("linear").output_bytes == 4 * 8 * 4
+
+
+def test_cli_prints_the_table_and_writes_the_picture(tmp_path, capsys):
+    picture = tmp_path / "mlp.png"
+    assert main(["observe", "--model", "mlp", "--picture", str(picture), "--no-cleanup-activations"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["STEP", "NODE", "OP", "EST"]
+    assert "eager peak, observed" in out and "srbench peak, observed" in out
+    assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+def test_cli_json_for_one_runtime(tmp_path, capsys):
+    picture = tmp_path / "mlp.png"
+    assert main(["observe", "--model", "mlp", "--runtime", "eager", "--json", "--picture", str(picture)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["srbench"] is None and data["eager"]["allocations"] > 0
+    assert [node["node"] for node in data["nodes"]][:2] == ["linear", "relu"]
+    assert data["nodes"][0]["eager"]["output_bytes"] == data["nodes"][0]["estimated_output"]
+
+
+def test_cli_unknown_model_is_one_line(capsys):
+    assert main(["observe", "--model", "no_such_model"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_model" in err and len(err.strip().splitlines()) == 1
