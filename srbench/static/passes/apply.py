@@ -81,6 +81,7 @@ class Candidate:
     build: Callable[[torch.fx.Graph, Callable[[torch.fx.Node], torch.fx.Node]], torch.fx.Node] | None = None
     refused: str | None = None
     new_constants: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    whole_pass: bool = False  # applied with every other candidate of its pass, or not at all
 
     def refuse(self, reason: str, difference: float | None = None) -> Rewrite:
         return Rewrite(
@@ -312,14 +313,21 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
         taken |= set(candidate.region)
         accepted.append((candidate, difference))
     expected = {name: recorded[name] for name in outputs}
-    count, worst = _longest_faithful_prefix(context, [c for c, _ in accepted], expected, rtol, atol)
+    kept = [candidate for candidate, _ in accepted]
+    count, worst = _longest_faithful_prefix(context, kept, expected, rtol, atol)
+    partial = {c.pass_name for c in kept[count:] if c.whole_pass}
+    if partial:  # a pass that must apply whole is cut: drop all of it, then check the rest again
+        kept = [c for c in kept if c.pass_name not in partial]
+        count, _ = _longest_faithful_prefix(context, kept, expected, rtol, atol)
+    applied = {id(candidate) for candidate in kept[:count]}
     substitutes: dict[torch.fx.Node, torch.fx.Node] = {}
-    for index, (candidate, difference) in enumerate(accepted):
-        if index >= count:
+    for candidate, difference in accepted:
+        if id(candidate) not in applied:
+            whole = " (its pass applies whole or not at all)" if candidate.pass_name in partial else ""
             rewrites.append(
                 candidate.refuse(
                     f"with the rewrites before it, the model's outputs would change by up to {worst:.3g} on the "
-                    f"example inputs (beyond rtol={rtol:g}, atol={atol:g})",
+                    f"example inputs (beyond rtol={rtol:g}, atol={atol:g}){whole}",
                     difference,
                 )
             )
@@ -334,7 +342,7 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
                 max_difference=difference,
             )
         )
-    if count:
+    if applied:
         _refresh_metadata(context)
         _keep_output_layouts(context.graph, output_strides)
     context.graph_module.graph.lint()

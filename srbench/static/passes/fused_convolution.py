@@ -212,6 +212,9 @@ class _Fusions:
             compute=compute,
             build=build,
             new_constants=constants,
+            # oneDNN computes these channels-last on packed weights: a plain convolution left
+            # between them would reorder its weight and its input at every call
+            whole_pass=True,
         )
 
 
