@@ -21,7 +21,16 @@ arrays so that numba can compile it:
 * **Dynamic decomposition.** When no unplaced buffer crosses a section boundary any more, the
   buffers on either side no longer interact: each piece is solved on its own (with a fresh
   canonical order), and when one piece has no packing the search backs up past the whole split
-  instead of retrying the other pieces' alternatives, which cannot help.
+  instead of retrying the other pieces' alternatives, which cannot help. Each piece gets its
+  own static order, its keys computed over what is left unplaced (a buffer's T counts only
+  unplaced bytes), as MiniMalloc preorders each sub-partition it solves. On MiniMalloc's
+  instances H and I this alone turned searches that found nothing in 10 s into ones that finish
+  in a fraction of a second.
+* **Alone-placement pruning.** A placement that raises no unplaced neighbour's minimum offset
+  (they all start above it already) could be kept in any completion of the node: if no packing
+  follows it, none follows any later candidate at that node either, which are skipped. This
+  generalises the "hatless pruning" of MiniMalloc's later versions (a placed buffer with no
+  unplaced neighbour at all).
 
 The search is iterative with explicit undo trails, and all of its state lives in
 :class:`SearchState`'s arrays: :meth:`SearchState.run` stops after a budget of steps and resumes
@@ -55,6 +64,7 @@ _INFINITY = np.iinfo(np.int64).max // 4
 # Static orders tried round-robin, as MiniMalloc does: each letter is a descending sort key.
 # W: lifetime width, A: area (width x size), T: the largest section total the buffer is part of.
 PREORDERINGS = ("WAT", "TAW", "TWA")
+_LETTERS = "WAT"  # the keys a static order may use, by code
 
 
 @dataclass(frozen=True)
@@ -161,7 +171,8 @@ class Problem(NamedTuple):
     member_idx: np.ndarray
     by_start: np.ndarray
     start_ptr: np.ndarray
-    rank: np.ndarray  # position of each buffer in the static order
+    width: np.ndarray  # lifetime length in steps
+    letters: np.ndarray  # the static order's keys, most significant first (_LETTERS codes)
     capacity: int
     alignment: int
 
@@ -188,6 +199,8 @@ class Progress(NamedTuple):
     piece: np.ndarray
     offset_trail: np.ndarray
     section_trail: np.ndarray
+    rank: np.ndarray  # each buffer's position in the order of its piece (the static order at the root)
+    rank_trail: np.ndarray
     ctl: np.ndarray
 
 
@@ -206,7 +219,8 @@ class SearchState:
             member_idx=partition.member_idx,
             by_start=partition.by_start,
             start_ptr=partition.start_ptr,
-            rank=partition.preorder_rank(heuristic),
+            width=partition.width,
+            letters=np.array([_LETTERS.index(letter) for letter in heuristic], dtype=np.int64),
             capacity=capacity,
             alignment=alignment,
         )
@@ -237,6 +251,8 @@ class SearchState:
             # depth) are far from what a search uses, and were most of its memory.
             offset_trail=np.zeros((2, min(partition.neighbour_idx.shape[0], 4 * count) + 64), dtype=np.int64),
             section_trail=np.zeros((2, 4 * (count + num_sections) + 64), dtype=np.int64),
+            rank=partition.preorder_rank(heuristic),
+            rank_trail=np.zeros((2, 4 * count + 64), dtype=np.int64),
             ctl=np.zeros(_CTL_SLOTS, dtype=np.int64),
         )
         self.status = EXHAUSTED if partition.lower_bound > capacity else 0
@@ -262,7 +278,9 @@ class SearchState:
                 self.status = status
                 return status
             self.progress = self.progress._replace(
-                offset_trail=_doubled(self.progress.offset_trail), section_trail=_doubled(self.progress.section_trail)
+                offset_trail=_doubled(self.progress.offset_trail),
+                section_trail=_doubled(self.progress.section_trail),
+                rank_trail=_doubled(self.progress.rank_trail),
             )
 
     def offsets(self) -> np.ndarray:
@@ -275,15 +293,15 @@ def _doubled(trail: np.ndarray) -> np.ndarray:
 
 
 # Rows of Progress.level (one column per depth).
-_BUFFER, _KEY_OFFSET, _KEY_RANK, _MIN_HEIGHT, _OFFSET_MARK, _SECTION_MARK = range(6)
-_LEVEL_ROWS = 6
+_BUFFER, _KEY_OFFSET, _KEY_RANK, _MIN_HEIGHT, _OFFSET_MARK, _SECTION_MARK, _LAST_ALONE, _RANK_MARK = range(8)
+_LEVEL_ROWS = 8
 # Rows of Progress.frame (one column per open split): the depth it opened at, its pieces
 # (first index into Progress.piece and how many), the piece being solved and its first depth.
 _BASE, _FIRST_PIECE, _PIECES, _CURRENT, _PIECE_START = range(5)
 _FRAME_ROWS = 5
 # Slots of Progress.ctl.
-_DEPTH, _PHASE, _OFFSET_TOP, _SECTION_TOP, _WORK, _STAMP, _FRAMES = range(7)
-_CTL_SLOTS = 7
+_DEPTH, _PHASE, _OFFSET_TOP, _SECTION_TOP, _WORK, _STAMP, _FRAMES, _RANK_TOP = range(8)
+_CTL_SLOTS = 8
 
 
 # The compiled helpers take the arrays they use, never the Problem and Progress tuples: numba
@@ -408,6 +426,49 @@ def _open_split(start_ptr, by_start, offset, cuts, frame, piece, frames, depth, 
 
 
 @njit(cache=True)
+def _rank_pieces(start_ptr, by_start, size, width, section_lo, section_hi, letters, offset, total, piece, rank,
+                 rank_trail, rank_top, first, pieces):  # fmt: skip
+    """Order the unplaced buffers of each new piece by the static order's keys over what is left:
+    T (the largest section total a buffer is part of) counts only unplaced bytes now, as when
+    MiniMalloc solves a sub-partition with its own preordering. Old ranks go on the trail;
+    returns its new top."""
+    for at in range(first, first + pieces):
+        members = np.empty(start_ptr[piece[1, at]] - start_ptr[piece[0, at]], dtype=np.int64)
+        found = 0
+        for position in range(start_ptr[piece[0, at]], start_ptr[piece[1, at]]):
+            if offset[by_start[position]] < 0:
+                members[found] = by_start[position]
+                found += 1
+        members = np.sort(members[:found])  # equal keys keep buffer order
+        order = np.arange(found)
+        keys = np.empty(found, dtype=np.int64)
+        for letter in letters[::-1]:  # least significant key first, each sort stable
+            for index in range(found):
+                buffer = members[index]
+                if letter == 0:
+                    keys[index] = -width[buffer]
+                elif letter == 1:
+                    keys[index] = -width[buffer] * size[buffer]
+                else:
+                    keys[index] = -_range_max(total, section_lo[buffer], section_hi[buffer])
+            order = order[np.argsort(keys[order], kind="mergesort")]
+        for position in range(found):
+            buffer = members[order[position]]
+            rank_trail[0, rank_top] = buffer
+            rank_trail[1, rank_top] = rank[buffer]
+            rank_top += 1
+            rank[buffer] = position
+    return rank_top
+
+
+@njit(cache=True)
+def _restore_ranks(rank, rank_trail, rank_top, mark):
+    for position in range(rank_top - 1, mark - 1, -1):
+        rank[rank_trail[0, position]] = rank_trail[1, position]
+    return mark
+
+
+@njit(cache=True)
 def _open_level(level, frame, frames, depth, lowest_top):
     """Start trying candidates at ``depth``: they come after the parent's choice in (minimum
     offset, rank) order, except at the root and at the first depth of a piece."""
@@ -419,6 +480,7 @@ def _open_level(level, frame, frames, depth, lowest_top):
         level[_KEY_OFFSET, depth] = level[_KEY_OFFSET, depth - 1]
         level[_KEY_RANK, depth] = level[_KEY_RANK, depth - 1]
     level[_BUFFER, depth] = -1
+    level[_LAST_ALONE, depth] = 0
 
 
 @njit(cache=True)
@@ -568,10 +630,10 @@ def _search(problem, state, budget):
     """Run the depth-first search for up to ``budget`` units of work (nodes entered plus
     placements tried) from where ``state`` left off: FOUND, EXHAUSTED, BUDGET_SPENT, or
     TRAIL_FULL (a trail needs more room before the next placement)."""
-    (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, rank,
-     capacity, alignment) = problem  # fmt: skip
-    (offset, min_offset, floor, total, cuts, scratch, mark, level, frame, piece, offset_trail, section_trail,
-     ctl) = state  # fmt: skip
+    (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, width,
+     letters, capacity, alignment) = problem  # fmt: skip
+    (offset, min_offset, floor, total, cuts, scratch, mark, level, frame, piece, offset_trail, section_trail, rank,
+     rank_trail, ctl) = state  # fmt: skip
     count = size.shape[0]
     num_sections = floor.shape[0]
     depth = ctl[_DEPTH]
@@ -580,6 +642,7 @@ def _search(problem, state, budget):
     offset_top = ctl[_OFFSET_TOP]
     section_top = ctl[_SECTION_TOP]
     stamp = ctl[_STAMP]
+    rank_top = ctl[_RANK_TOP]
     spent = 0
     status = 0
     while status == 0:
@@ -591,6 +654,11 @@ def _search(problem, state, budget):
             if depth == count:
                 status = FOUND
                 break
+            if rank_top + count > rank_trail.shape[1]:
+                spent -= 1
+                status = TRAIL_FULL
+                break
+            level[_RANK_MARK, depth] = rank_top
             # Settle the scope: finish solved pieces, open a split where the problem fell apart.
             while True:
                 lo, hi = _scope(frame, piece, frames, num_sections)
@@ -599,6 +667,9 @@ def _search(problem, state, budget):
                     frames = _finish_piece(frame, frames, depth)
                 elif _new_cuts(section_lo, section_hi, cuts, level, depth, lo, hi) > 0:
                     frames = _open_split(start_ptr, by_start, offset, cuts, frame, piece, frames, depth, lo, hi)
+                    rank_top = _rank_pieces(start_ptr, by_start, size, width, section_lo, section_hi, letters, offset,
+                                            total, piece, rank, rank_trail, rank_top, frame[_FIRST_PIECE, frames - 1],
+                                            frame[_PIECES, frames - 1])  # fmt: skip
                 else:
                     break
             _open_level(level, frame, frames, depth, lowest_top)
@@ -610,7 +681,7 @@ def _search(problem, state, budget):
         chosen, chosen_offset, chosen_rank = _next_candidate(
             start_ptr, by_start, rank, offset, min_offset, level, depth, lo, hi
         )
-        if chosen < 0 or chosen_offset >= level[_MIN_HEIGHT, depth]:
+        if chosen < 0 or chosen_offset >= level[_MIN_HEIGHT, depth] or level[_LAST_ALONE, depth]:
             # Nothing left to try here: back up, past a whole split when one of its pieces failed
             # (the other pieces' alternatives cannot help it).
             while frames > 0 and depth == frame[_PIECE_START, frames - 1]:
@@ -627,6 +698,8 @@ def _search(problem, state, budget):
                 offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts,
                                                 level, offset_trail, offset_top, section_trail, section_top,
                                                 depth)  # fmt: skip
+                # The orders given to pieces opened below this depth go with them.
+                rank_top = _restore_ranks(rank, rank_trail, rank_top, level[_RANK_MARK, depth + 1])
             continue
         if (
             section_top + (section_hi[chosen] - section_lo[chosen]) + num_sections > section_trail.shape[1]
@@ -650,6 +723,9 @@ def _search(problem, state, budget):
                                       section_top, chosen)  # fmt: skip
         section_top = _lift_floors(member_ptr, member_idx, offset, min_offset, floor, scratch, section_trail,
                                    section_top, affected)  # fmt: skip
+        # Raised nobody: every unplaced neighbour already starts above it, so in any completion it
+        # could sit where it is now; if no packing follows, none follows any later candidate here.
+        level[_LAST_ALONE, depth] = offset_top == level[_OFFSET_MARK, depth]
         if _feasible(section_lo, section_hi, capacity, floor, total, scratch, chosen, chosen_offset, affected, lo, hi):
             depth += 1
             phase = _ENTER
@@ -664,5 +740,6 @@ def _search(problem, state, budget):
     ctl[_OFFSET_TOP] = offset_top
     ctl[_SECTION_TOP] = section_top
     ctl[_STAMP] = stamp
+    ctl[_RANK_TOP] = rank_top
     ctl[_WORK] += spent
     return status
