@@ -4,56 +4,59 @@ The cases come from ``suites/*.yaml`` through ``srbench.suites.load_suite`` (the
 runs), chosen by ``SRBENCH_ASV_SUITES`` (default ``quick``, the CI suite; e.g.
 ``SRBENCH_ASV_SUITES=full`` or ``quick,planners``; ``none`` for no case, so that running other
 benchmark modules does not measure the suites) and optionally narrowed by a regular expression
-on the case id in ``SRBENCH_ASV_CASES``. For every case:
+on the case id in ``SRBENCH_ASV_CASES``. Importing this module reads the suite files and measures
+nothing. For every case:
 
 - ``EndToEnd.time_run``: latency of one call of the prepared runtime (asv's timer);
 - ``EndToEnd.peakmem_run``: asv's peak resident memory of the benchmark process (it includes
   importing torch and preparing the runtime, so it tracks the whole footprint of running a case);
-- ``Memory.track_*``: the runtime's planned bytes, their ratio to the lower bound, allocations
-  per steady-state call and the peak of what one call allocates (``torch.profiler``);
-- ``OpTime.track_op_time``: seconds per call spent in each kind of node that takes at least 2% of
-  the case's operator time (``other``: the rest together; ``total``: all of them).
+- ``Memory.track_<name>``, one per entry of ``srbench.asv_tracking.tracked_metrics.TRACKED_METRICS``
+  (add a tracked number there): planned bytes, their ratio to the lower bound, allocations per
+  steady-state call and the peak of what one call allocates (``torch.profiler``);
+- ``OpTime.track_op_time``: seconds per call by bucket of node kinds (convolution, matmul,
+  attention, ..., ``other``, ``total``; see ``tracked_metrics``).
 
-Preparing and profiling a case is the expensive part. asv needs the node kinds as parameters
-when it imports this module, and ``setup_cache`` is not parametrized, so each case is measured
-once per version of the code, in a subprocess, and cached under ``.asv/measurements``
-(``srbench.asv_tracking.case_measurements``); the ``track_`` benchmarks read that cache. The
-timed benchmarks prepare their case in ``setup``, outside the timing. A case that does not apply
-here (unsupported runtime, no GPU) shows as n/a; one that fails is recorded as failed for that
-case only.
+asv runs every parameter combination in a process of its own, under the benchmark's ``timeout``.
+The timed benchmarks prepare their case in ``setup``, outside the timing. The ``track_`` ones read
+one measurement of every case taken by ``setup_cache``, which asv runs once for ``Memory`` and
+``OpTime`` together (they share the method) and passes to each benchmark; a case that fails there
+fails its own benchmarks only, unless it kills the measuring process, which fails them all. A case
+that does not apply here (unsupported runtime, no GPU) shows as n/a.
 """
 
 from __future__ import annotations
 
 import math
-import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
-from srbench.asv_tracking.case_measurements import CaseMetrics, asv_run_key, default_cache_dir, load_or_measure
-from srbench.asv_tracking.suite_selection import CASES_VARIABLE, NO_SUITES, SUITES_VARIABLE, selected_cases
-from srbench.asv_tracking.tracked_metrics import not_applicable_errors, prepare, tracked_op_times, unavailable_device
+from srbench.asv_tracking.suite_selection import selected_cases
+from srbench.asv_tracking.tracked_metrics import (
+    OP_TIME_BUCKETS,
+    TRACKED_METRICS,
+    CaseMeasurement,
+    NotApplicable,
+    TrackedMetric,
+    measure_all,
+    prepare,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CASES = selected_cases(REPO_ROOT / "suites")
-if not CASES and os.environ.get(SUITES_VARIABLE) != NO_SUITES:
-    raise LookupError(f"the selected suites have no case (check {CASES_VARIABLE} and the suite files)")
 CASE_IDS = list(CASES)
-METRICS = load_or_measure(list(CASES.values()), default_cache_dir(REPO_ROOT), run_key=asv_run_key())
-OP_TIMES = {case_id: tracked_op_times(metrics.op_seconds_by_kind) for case_id, metrics in METRICS.items()}
-NODE_KINDS = sorted({kind for times in OP_TIMES.values() for kind in times})
+SECONDS_PER_CASE = 600
+Function = TypeVar("Function", bound=Callable[..., Any])
 
 
-def _measured(case_id: str) -> CaseMetrics | None:
-    """The case's cached metrics; ``None`` when the case does not apply here; raises on failure."""
-    metrics = METRICS[case_id]
-    if metrics.failure is not None:
-        raise RuntimeError(f"measuring case {case_id} failed:\n{metrics.failure}")
-    return None if metrics.skipped else metrics
+def asv_attributes(**attributes: object) -> Callable[[Function], Function]:
+    """asv reads a benchmark's settings (``timeout``, ``unit``) from attributes of its function."""
 
+    def decorate(function: Function) -> Function:
+        function.__dict__.update(attributes)
+        return function
 
-def _number(value: float | None) -> float:
-    """asv stores NaN as "n/a": for numbers a runtime does not have (eager plans no memory)."""
-    return math.nan if value is None else float(value)
+    return decorate
 
 
 class EndToEnd:
@@ -61,17 +64,10 @@ class EndToEnd:
 
     params = [CASE_IDS]
     param_names = ["case"]
-    timeout = 600
+    timeout = SECONDS_PER_CASE
 
     def setup(self, case_id: str) -> None:
-        spec = CASES[case_id]
-        reason = unavailable_device(spec)
-        if reason:
-            raise NotImplementedError(reason)  # asv: skipped
-        try:
-            self.prepared = prepare(spec)
-        except not_applicable_errors() as error:
-            raise NotImplementedError(f"{type(error).__name__}: {error}") from error
+        self.prepared = prepare(CASES[case_id])
         self.prepared.run()  # warm-up: first calls allocate and initialise lazily
 
     def time_run(self, case_id: str) -> None:
@@ -81,41 +77,54 @@ class EndToEnd:
         self.prepared.run()
 
 
-def _track(metric: str, unit: str):
-    """A ``track_`` benchmark returning one :class:`CaseMetrics` attribute of the case."""
+class _Measured:
+    """Benchmarks reading the measurement ``setup_cache`` takes of every case."""
 
-    def track(self, case_id: str) -> float:
-        metrics = _measured(case_id)
-        return math.nan if metrics is None else _number(getattr(metrics, metric))
+    params: list[list[str]] = [CASE_IDS]
+    param_names = ["case"]
 
-    track.unit = unit
+    @asv_attributes(timeout=SECONDS_PER_CASE * max(1, len(CASE_IDS)))
+    def setup_cache(self) -> dict[str, CaseMeasurement]:
+        return measure_all(CASES.values())
+
+    def setup(self, measurements: dict[str, CaseMeasurement], case_id: str, *_: str) -> None:
+        self.measured = measurements[case_id]
+        if self.measured.not_applicable:
+            raise NotApplicable(self.measured.not_applicable)
+        if self.measured.failure:
+            raise RuntimeError(f"measuring case {case_id} failed:\n{self.measured.failure}")
+
+
+def _number(value: float | None) -> float:
+    """asv stores NaN as "n/a": for numbers a case does not have (eager plans no memory)."""
+    return math.nan if value is None else float(value)
+
+
+def _track(metric: TrackedMetric) -> Callable[[Memory, dict[str, CaseMeasurement], str], float]:
+    @asv_attributes(unit=metric.unit)
+    def track(self: Memory, measurements: dict[str, CaseMeasurement], case_id: str) -> float:
+        return _number(self.measured.record.get(metric.key))
+
     return track
 
 
-class Memory:
-    """The case's memory plan and what one steady-state call allocates (cached measurement)."""
-
-    params = [CASE_IDS]
-    param_names = ["case"]
-
-    track_planned_bytes = _track("planned_bytes", "bytes")
-    track_lower_bound_ratio = _track("lower_bound_ratio", "planned/lower bound")
-    track_allocations_per_run = _track("allocations_per_run", "allocations")
-    track_observed_peak_bytes = _track("observed_peak_bytes", "bytes")
+class Memory(_Measured):
+    """The case's memory plan and what one steady-state call allocates."""
 
 
-class OpTime:
-    """Seconds per call spent in each kind of node (``torch.profiler`` or the runtime's own)."""
+for _metric in TRACKED_METRICS:
+    setattr(Memory, f"track_{_metric.name}", _track(_metric))
 
-    params = [CASE_IDS, NODE_KINDS]
+
+class OpTime(_Measured):
+    """Seconds per call spent in each bucket of node kinds (the runtime's own timing or ``torch.profiler``)."""
+
+    params = [CASE_IDS, OP_TIME_BUCKETS]
     param_names = ["case", "node_kind"]
 
-    def track_op_time(self, case_id: str, node_kind: str) -> float:
-        if _measured(case_id) is None:
-            return math.nan
-        return _number(OP_TIMES[case_id].get(node_kind))
-
-    track_op_time.unit = "seconds"
+    @asv_attributes(unit="seconds")
+    def track_op_time(self, measurements: dict[str, CaseMeasurement], case_id: str, bucket: str) -> float:
+        return _number(self.measured.op_seconds.get(bucket))
 
 
 if not CASES:  # SRBENCH_ASV_SUITES=none: no suite benchmarks in this run

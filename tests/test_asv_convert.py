@@ -14,6 +14,7 @@ import pytest
 
 from srbench.asv_tracking.pytest_benchmark_convert import ConversionError, convert
 from srbench.asv_tracking.regressions import compare_commits
+from srbench.asv_tracking.tracked_metrics import OP_TIME_BUCKETS
 
 MACHINE = "converter"
 
@@ -141,12 +142,17 @@ def test_each_case_becomes_results_of_the_suites_asv_benchmarks(project, tmp_pat
     planned = results.get_result_value("suites_asv.Memory.track_planned_bytes", [ids])
     assert planned[0] == 1500 and math.isnan(planned[1])  # eager plans nothing: n/a, not a failure
     assert results.get_result_value("suites_asv.Memory.track_lower_bound_ratio", [ids])[0] == pytest.approx(1.5)
-    kinds = ["'aten::addmm'", "'aten::relu'", "'other'", "'total'"]  # aten::t, under 2% of the time, is "other"
-    op_time = results.get_result_value("suites_asv.OpTime.track_op_time", [ids, kinds])
-    assert op_time == pytest.approx([0.002, 0.0005, 0.00001, 0.00251, 0.004, 0.001, 0.00002, 0.00502])
+    buckets = [repr(bucket) for bucket in OP_TIME_BUCKETS]
+    op_time = results.get_result_value("suites_asv.OpTime.track_op_time", [ids, buckets])
+    by_bucket = dict(zip(OP_TIME_BUCKETS, op_time[: len(OP_TIME_BUCKETS)]))
+    # addmm is matmul, relu activation; aten::t (data movement) takes under 2% of the time: "other"
+    assert (by_bucket["matmul"], by_bucket["activation"]) == pytest.approx((0.002, 0.0005))
+    assert (by_bucket["other"], by_bucket["total"]) == pytest.approx((0.00001, 0.00251))
+    assert math.isnan(by_bucket["convolution"]) and math.isnan(by_bucket["data_movement"])
+    assert op_time[len(OP_TIME_BUCKETS) :][-1] == pytest.approx(0.00502)  # the second case's total
 
     benchmarks = json.loads((config.parent / "results" / "benchmarks.json").read_text())
-    assert benchmarks["suites_asv.OpTime.track_op_time"]["params"] == [ids, kinds]
+    assert benchmarks["suites_asv.OpTime.track_op_time"]["params"] == [ids, buckets]
     assert "test_other" not in json.dumps(benchmarks)
 
 

@@ -1,12 +1,13 @@
-"""asv end to end, as CI runs it: ``asv run --quick`` with the existing environment on a few cases
-of the quick suite plus a case whose runtime is broken, then ``asv publish`` and the page in a
-headless browser.
+"""asv end to end, as CI runs it: ``asv run --quick`` with the existing environment on every case
+of the quick suite plus a case whose runtime is broken, into a staged copy of the results as the
+nightly does; then the nightly's publish (the page made offline) and, in a headless browser,
+every benchmark's graph and legend.
 
 asv runs once (module fixture) in a temporary project: a copy of the shipped ``asv.conf.json``
 whose results, HTML and environments go to a temporary folder, and whose benchmark folder links to
 ``benchmarks/suites_asv.py`` (other benchmark modules are not this test's business). The broken
 runtime is a third-party plugin, declared through an entry point like any other, whose calls all
-raise.
+raise. On 2 cores the run takes about 3 minutes with the machine to itself.
 """
 
 from __future__ import annotations
@@ -17,30 +18,40 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from srbench.asv_tracking.offline_html import OfflineAssetError, make_offline, vendor_dir
+from srbench.asv_tracking.nightly import NightlyOptions, publish
+from srbench.asv_tracking.offline_html import OfflineAssetError, vendor_dir
+from srbench.asv_tracking.staging import staged_config, staged_results
+from srbench.asv_tracking.tracked_metrics import TRACKED_METRICS
 from srbench.suites import load_suite
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MACHINE = "srbench-ci"
 BROKEN_CASE = "mlp-broken-t1"
-CASES_PER_RUNTIME = 1
-MAX_QUICK_CASES = 2
+QUICK_CASES = [case.id for case in load_suite(REPO_ROOT / "suites" / "quick.yaml").cases]
+BENCHMARKS = sorted(
+    [
+        "suites_asv.EndToEnd.time_run",
+        "suites_asv.EndToEnd.peakmem_run",
+        "suites_asv.OpTime.track_op_time",
+        *(f"suites_asv.Memory.track_{metric.name}" for metric in TRACKED_METRICS),
+    ]
+)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 INSTALL_BROWSER = "apt-get install -y chromium (or run scripts/asv-setup --browser)"
 
-BROKEN_RUNTIMES = '''
-import os
-
-
+BROKEN_RUNTIME = '''
 class BrokenRuntime:
     """A runtime plugin that prepares fine and fails every call."""
     honours = ()
@@ -52,35 +63,16 @@ class BrokenRuntime:
 
     def __call__(self, *inputs):
         raise RuntimeError("BrokenRuntime fails every call on purpose")
-
-
-class CrashingRuntime(BrokenRuntime):
-    """A runtime plugin whose calls kill the interpreter, as a segfault in native code would."""
-
-    def __call__(self, *inputs):
-        os._exit(3)
 '''
-
-
-def quick_case_ids() -> list[str]:
-    """A few cases of the quick suite, one per runtime, so the run stays well under two minutes."""
-    by_runtime = itertools.groupby(
-        sorted(load_suite(REPO_ROOT / "suites" / "quick.yaml").cases, key=lambda c: c.runtime), key=lambda c: c.runtime
-    )
-    chosen = [case.id for _, cases in by_runtime for case in itertools.islice(cases, CASES_PER_RUNTIME)]
-    return chosen[:MAX_QUICK_CASES]
 
 
 def write_broken_runtime_plugin(folder: Path) -> None:
     folder.mkdir()
-    (folder / "srbench_broken_runtime.py").write_text(BROKEN_RUNTIMES)
+    (folder / "srbench_broken_runtime.py").write_text(BROKEN_RUNTIME)
     info = folder / "srbench_broken_runtime-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: srbench-broken-runtime\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[srbench.runtimes]\nbroken = srbench_broken_runtime:BrokenRuntime\n"
-        "crash = srbench_broken_runtime:CrashingRuntime\n"
-    )
+    (info / "entry_points.txt").write_text("[srbench.runtimes]\nbroken = srbench_broken_runtime:BrokenRuntime\n")
 
 
 def temporary_config(project: Path) -> Path:
@@ -104,17 +96,17 @@ def temporary_config(project: Path) -> Path:
 
 
 class AsvProject:
-    def __init__(self, root: Path, config: Path, environ: dict[str, str], quick_cases: list[str]):
-        self.root, self.config, self.environ, self.quick_cases = root, config, environ, quick_cases
+    def __init__(self, root: Path, config: Path, environ: dict[str, str]):
+        self.root, self.config, self.environ = root, config, environ
 
-    def asv(self, *arguments: str) -> subprocess.CompletedProcess:
+    def asv(self, *arguments: str, config: Path | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "asv", *arguments, "--config", str(self.config)],
+            [sys.executable, "-m", "asv", *arguments, "--config", str(config or self.config)],
             cwd=self.root,
             env=self.environ,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=1800,
         )
 
     def results(self) -> tuple[dict, dict]:
@@ -128,93 +120,89 @@ class AsvProject:
 @pytest.fixture(scope="module")
 def asv_run(tmp_path_factory) -> Iterator[tuple[AsvProject, subprocess.CompletedProcess]]:
     root = tmp_path_factory.mktemp("asv")
-    plugins = root / "plugins"
-    write_broken_runtime_plugin(plugins)
+    write_broken_runtime_plugin(root / "plugins")
     (root / "broken.yaml").write_text("axes:\n  models: {names: [mlp]}\n  runtimes: [broken]\n")
-    quick_cases = quick_case_ids()
     environ = dict(
-        os.environ,
+        {key: value for key, value in os.environ.items() if key != "SRBENCH_ASV_CASES"},
         HOME=str(root / "home"),  # asv's ~/.asv-machine.json
         HF_HUB_OFFLINE="1",
         SRBENCH_ASV_SUITES=f"quick,{root / 'broken.yaml'}",
-        SRBENCH_ASV_CASES="^(" + "|".join([*quick_cases, BROKEN_CASE]) + ")$",
-        SRBENCH_ASV_CACHE=str(root / "measurements"),
-        PYTHONPATH=str(plugins),
-        ASV_PYTHONPATH=str(plugins),  # asv drops PYTHONPATH in its benchmark processes otherwise
+        PYTHONPATH=str(root / "plugins"),
+        ASV_PYTHONPATH=str(root / "plugins"),  # asv drops PYTHONPATH in its benchmark processes otherwise
     )
-    project = AsvProject(root, temporary_config(root), environ, quick_cases)
+    project = AsvProject(root, temporary_config(root), environ)
     machine = project.asv("machine", "--yes", "--machine", MACHINE)
     assert machine.returncode == 0, machine.stderr
-    run = project.asv("run", "--python=same", "--set-commit-hash=HEAD", "--quick", "--machine", MACHINE, "--no-pull")
+    with staged_results(root / "results") as staged:  # as the nightly runs asv
+        config = staged_config(project.config, staged)
+        run = project.asv(
+            "run",
+            "--python=same",
+            "--set-commit-hash=HEAD",
+            "--quick",
+            "--machine",
+            MACHINE,
+            "--no-pull",
+            config=config,
+        )
     yield project, run
 
 
-def values_by_case(benchmarks: dict, results: dict, name: str) -> dict[tuple[str, ...], float | None]:
+def values_by_combination(results: dict, name: str) -> dict[tuple[str, ...], Any]:
     """One benchmark's values keyed by parameter combination (asv stores them flattened)."""
-    columns = results["result_columns"]
-    row = dict(zip(columns, results["results"][name]))
-    params = row["params"] or [[]]
-    values = row["result"] if row["result"] is not None else [None] * math.prod(len(p) for p in params)
-    combinations = [tuple(json.loads(p.replace("'", '"')) for p in combo) for combo in itertools.product(*params)]
+    row = dict(zip(results["result_columns"], results["results"][name]))
+    combinations = [
+        tuple(json.loads(p.replace("'", '"')) for p in combo) for combo in itertools.product(*row["params"])
+    ]
+    values = row["result"] if row["result"] is not None else [None] * len(combinations)
     return dict(zip(combinations, values))
 
 
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 @pytest.mark.slow
-def test_quick_run_records_a_number_for_every_benchmark_of_every_quick_case(asv_run):
+def test_every_benchmark_records_a_number_for_every_quick_case(asv_run):
     project, run = asv_run
     assert run.returncode == 2, run.stdout[-3000:] + run.stderr[-3000:]  # 2: a benchmark failed (the broken case)
-    pins = list((project.root / "measurements" / "runs").iterdir())
-    assert len(pins) == 1, pins  # discovery and the benchmark processes shared one code version
     benchmarks, results = project.results()
-    names = sorted(name for name in benchmarks if name.startswith("suites_asv."))
-    assert names == [
-        "suites_asv.EndToEnd.peakmem_run",
-        "suites_asv.EndToEnd.time_run",
-        "suites_asv.Memory.track_allocations_per_run",
-        "suites_asv.Memory.track_lower_bound_ratio",
-        "suites_asv.Memory.track_observed_peak_bytes",
-        "suites_asv.Memory.track_planned_bytes",
-        "suites_asv.OpTime.track_op_time",
-    ]
-    assert set(results["results"]) == set(names)
-    for name in names:
+    assert sorted(name for name in benchmarks if name.startswith("suites_asv.")) == BENCHMARKS
+    assert set(results["results"]) == set(BENCHMARKS)
+    setup_caches = [key for key in results["durations"] if key.startswith("<setup_cache")]
+    assert len(setup_caches) == 1, setup_caches  # Memory and OpTime share one measurement of the cases
+    for name in BENCHMARKS:
         assert benchmarks[name]["unit"], name
-        values = values_by_case(benchmarks, results, name)
-        for case in project.quick_cases:
+        values = values_by_combination(results, name)
+        for case in QUICK_CASES:
             recorded = {combo: value for combo, value in values.items() if combo[0] == case}
-            assert recorded, (name, case)
-            assert all(isinstance(value, (int, float)) for value in recorded.values()), (name, case, recorded)
-    for name in (
-        "suites_asv.EndToEnd.time_run",
-        "suites_asv.EndToEnd.peakmem_run",
-        "suites_asv.Memory.track_allocations_per_run",
-    ):
-        for case in project.quick_cases:
-            value = values_by_case(benchmarks, results, name)[(case,)]
-            assert math.isfinite(value) and value > 0, (name, case, value)
-    planned = values_by_case(benchmarks, results, "suites_asv.Memory.track_planned_bytes")
-    ratio = values_by_case(benchmarks, results, "suites_asv.Memory.track_lower_bound_ratio")
-    planning_cases = [case for case in project.quick_cases if case.split("-")[1] == "srbench"]
-    assert planning_cases, "the chosen quick cases should include srbench's static runtime, which plans memory"
-    for case in planning_cases:
-        assert planned[(case,)] > 0 and ratio[(case,)] >= 1.0, (case, planned[(case,)], ratio[(case,)])
-    op_total = values_by_case(benchmarks, results, "suites_asv.OpTime.track_op_time")
-    for case in project.quick_cases:
-        assert op_total[(case, "total")] > 0
-        per_kind = [v for (c, kind), v in op_total.items() if c == case and kind != "total" and not math.isnan(v)]
-        assert len(per_kind) >= 2 and math.isclose(sum(per_kind), op_total[(case, "total")], rel_tol=1e-6)
+            assert recorded and all(isinstance(v, (int, float)) for v in recorded.values()), (name, case, recorded)
+    for name in ("EndToEnd.time_run", "EndToEnd.peakmem_run", "Memory.track_allocations_per_run"):
+        values = values_by_combination(results, f"suites_asv.{name}")
+        assert all(values[(case,)] > 0 for case in QUICK_CASES), (name, values)
+    planned = values_by_combination(results, "suites_asv.Memory.track_planned_bytes")
+    ratio = values_by_combination(results, "suites_asv.Memory.track_lower_bound_ratio")
+    planning = [case for case in QUICK_CASES if is_number(planned[(case,)])]
+    assert len(planning) >= 10, planned  # srbench's runtime plans memory in most of its quick cases
+    assert all(ratio[(case,)] >= 1.0 for case in planning), ratio
+    assert all(math.isnan(planned[(case,)]) for case in QUICK_CASES if "-eager-" in case)  # eager plans nothing
+    op_time = values_by_combination(results, "suites_asv.OpTime.track_op_time")
+    for case in QUICK_CASES:
+        total = op_time[(case, "total")]
+        buckets = [v for (c, bucket), v in op_time.items() if c == case and bucket != "total" and is_number(v)]
+        assert total > 0 and math.isclose(sum(buckets), total, rel_tol=1e-6), (case, total, buckets)
+    assert op_time[("resnet18-eager-t1", "convolution")] > 0.5 * op_time[("resnet18-eager-t1", "total")]
 
 
 @pytest.mark.slow
 def test_a_case_that_errors_is_recorded_as_failed_and_the_others_still_run(asv_run):
     project, run = asv_run
-    benchmarks, results = project.results()
-    for name in (n for n in benchmarks if n.startswith("suites_asv.")):
-        values = values_by_case(benchmarks, results, name)
+    _, results = project.results()
+    for name in BENCHMARKS:
+        values = values_by_combination(results, name)
         broken = [value for combo, value in values.items() if combo[0] == BROKEN_CASE]
         assert broken and all(value is None for value in broken), (name, broken)  # null: failed
-        others = [value for combo, value in values.items() if combo[0] != BROKEN_CASE]
-        assert any(value is not None for value in others), name
+        assert any(value is not None for combo, value in values.items() if combo[0] != BROKEN_CASE), name
     assert "BrokenRuntime fails every call on purpose" in run.stdout + run.stderr
 
 
@@ -222,7 +210,7 @@ def test_a_case_that_errors_is_recorded_as_failed_and_the_others_still_run(asv_r
 def test_result_files_are_whole_json_and_no_temporary_files_remain(asv_run):
     project, _ = asv_run
     written = list((project.root / "results").rglob("*"))
-    assert not [p for p in written if p.name.endswith(".partial")]
+    assert not [p for p in written if p.name.startswith(".") or p.name.endswith(".partial")]
     for path in (p for p in written if p.suffix == ".json"):
         json.loads(path.read_text())
 
@@ -234,12 +222,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def published_site(asv_run) -> Iterator[str]:
-    """The run's results published, made offline, and served on 127.0.0.1; yields the base URL."""
+    """The run's results published by the nightly (offline), served on 127.0.0.1; yields the base URL."""
     project, _ = asv_run
-    publish = project.asv("publish")
-    assert publish.returncode == 0, publish.stdout[-2000:] + publish.stderr[-2000:]
     try:
-        make_offline(project.root / "html")
+        publish(NightlyOptions(config=project.config))
     except OfflineAssetError as error:
         pytest.skip(f"asv's JavaScript libraries are not installed in {vendor_dir()} and cannot be fetched: {error}")
     handler = functools.partial(_QuietHandler, directory=str(project.root / "html"))
@@ -253,6 +239,7 @@ def published_site(asv_run) -> Iterator[str]:
 
 def chromium(url: str, *options: str) -> str:
     """Load ``url`` in headless Chromium (virtual time lets asv's scripts draw); return stdout."""
+    assert CHROMIUM is not None
     command = [
         CHROMIUM,
         "--headless",
@@ -268,42 +255,49 @@ def chromium(url: str, *options: str) -> str:
     return completed.stdout
 
 
+def graph_url(site: str, benchmark: dict, **settings: str) -> str:
+    """The page of one benchmark with every parameter value selected (asv draws 8 lines unless told)."""
+    selection = [
+        (f"p-{name}", value) for name, values in zip(benchmark["param_names"], benchmark["params"]) for value in values
+    ]
+    return f"{site}#{benchmark['name']}?{urllib.parse.urlencode(selection + list(settings.items()))}"
+
+
+def legend_label(benchmark: dict, combination: tuple[str, ...]) -> str:
+    """asv's legend label of one series: ``name-value`` per parameter with several values, sorted."""
+    return "; ".join(sorted(f"{name}-{value}" for name, value in zip(benchmark["param_names"], combination)))
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason=f"no headless browser (chromium) installed: {INSTALL_BROWSER}")
-def test_published_page_lists_the_benchmarks_and_draws_a_graph_offline(asv_run, published_site, tmp_path):
+def test_every_benchmark_draws_its_graph_offline_with_every_series_in_the_legend(asv_run, published_site, tmp_path):
     project, _ = asv_run
-    listing = chromium(f"{published_site}#summarylist", "--dump-dom")
-    for name in ("EndToEnd.time_run", "Memory.track_planned_bytes", "OpTime.track_op_time"):
-        assert f"suites_asv.{name}" in listing, name
+    benchmarks, results = project.results()
+    for name in BENCHMARKS:
+        benchmark = benchmarks[name]
+        values = values_by_combination(results, name)
+        page = chromium(graph_url(published_site, benchmark), "--dump-dom")
+        assert 'class="flot-base"' in page, name  # flot drew its canvas: the offline scripts ran
+        legend = re.findall(r'class="legendLabel">(.*?)</td>', page)
+        assert sorted(legend) == sorted(legend_label(benchmark, combo) for combo in values), name
 
-    graph = chromium(f"{published_site}#suites_asv.EndToEnd.time_run", "--dump-dom")
-    assert 'class="flot-base"' in graph  # flot drew its canvas
-    for case in project.quick_cases:
-        assert f"case-{case}<" in graph, case  # one plotted series per case, in the legend
+        # The graph data the page plotted holds a number exactly where the run recorded one.
+        (graph,) = (project.root / "html" / "graphs").glob(f"branch-*/**/{name}.json")
+        (_, plotted), *_ = json.loads(graph.read_text())
+        assert [v is not None for v in plotted] == [is_number(v) for v in values.values()], name
 
-    screenshot = tmp_path / "graph.png"
-    chromium(f"{published_site}#suites_asv.EndToEnd.time_run", "--window-size=1200,800", f"--screenshot={screenshot}")
+        screenshot = tmp_path / f"{name}.png"
+        chromium(
+            graph_url(published_site, benchmark, **{"show-legend": "false"}),
+            "--window-size=1200,800",
+            f"--screenshot={screenshot}",
+        )
+        assert coloured_pixels(screenshot) > 20, f"{name}: no series drawn inside the graph"
+
+
+def coloured_pixels(screenshot: Path) -> int:
+    """Pixels of the graph's frame (at a 1200x800 window) that are neither grey nor white: the series."""
     import matplotlib.image
 
-    pixels = matplotlib.image.imread(screenshot)[..., :3]
-    plot_area = pixels[150:650, 300:1150]  # the graph's frame at this window size
-    spread = plot_area.max(axis=2) - plot_area.min(axis=2)
-    assert (spread > 0.3).sum() > 20, "no coloured series drawn inside the graph"
-
-
-@pytest.mark.slow
-def test_a_case_that_kills_the_measuring_interpreter_fails_alone(tmp_path, monkeypatch):
-    """The crash is that case's failure; a new interpreter measures the cases after it."""
-    from dataclasses import replace
-
-    from srbench.asv_tracking.case_measurements import load_or_measure
-
-    write_broken_runtime_plugin(tmp_path / "plugins")
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "plugins"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    eager = next(case for case in load_suite(REPO_ROOT / "suites" / "quick.yaml").cases if case.id == "mlp-eager-t1")
-    crashing = replace(eager, runtime="crash")
-    metrics = load_or_measure([crashing, eager], tmp_path / "cache")
-    assert "exited with status 3" in metrics[crashing.id].failure
-    assert metrics[eager.id].failure is None and metrics[eager.id].op_seconds_by_kind
-    assert len(list((tmp_path / "cache").rglob("*.json"))) == 2  # both cached, the failure too
+    pixels = matplotlib.image.imread(screenshot)[108:674, 253:1166, :3]  # the frame and its edges
+    return int(((pixels.max(axis=2) - pixels.min(axis=2)) > 0.3).sum())

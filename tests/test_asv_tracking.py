@@ -1,75 +1,197 @@
-"""asv tracking without running benchmarks: atomic result files, the offline page rewrite, the
-nightly's choice of commits, and its regression exit status on a synthetic pair of results."""
+"""asv tracking without running asv: the benchmarks declared without measuring, the buckets of
+node kinds, results written whole through a staged copy, the offline page rewrite, the nightly's
+choice of commits, and its exit status on a synthetic pair of results."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import runpy
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from srbench.asv_tracking import atomic_json
+from srbench.asv_tracking import tracked_metrics
 from srbench.asv_tracking.nightly import baseline_and_newest, commits_to_measure
 from srbench.asv_tracking.offline_html import CDN_ASSETS, OfflineAssetError, rewrite_page
+from srbench.asv_tracking.regressions import load_config
+from srbench.asv_tracking.staging import replace_directory, staged_config, staged_results
 from srbench.asv_tracking.suite_selection import selected_cases
+from srbench.asv_tracking.tracked_metrics import (
+    OP_TIME_BUCKETS,
+    TRACKED_METRICS,
+    CaseMeasurement,
+    NotApplicable,
+    bucket_of,
+    op_time_buckets,
+)
 from srbench.cli import main as srbench_main
-from srbench.suites import SuiteError
+from srbench.suites import SuiteError, load_suite
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ASV_WWW = Path(__import__("asv").__file__).parent / "www"
+ASV_WWW = Path(str(__import__("asv").__file__)).parent / "www"
 
 
-# --- (c) results are written atomically -------------------------------------------------------
+# --- the benchmarks, declared from the suite files ---------------------------------------------
 
 
-class Unserialisable:
-    """json.dump raises on this only after it has written everything before it."""
+def load_benchmarks(monkeypatch, suites: str) -> dict[str, Any]:
+    """``benchmarks/suites_asv.py`` run as asv imports it, with every way to measure made to fail."""
+
+    def no_measuring(*arguments: object) -> None:
+        raise AssertionError("importing the benchmarks measured something")
+
+    monkeypatch.setattr(tracked_metrics, "measure_all", no_measuring)
+    monkeypatch.setattr(tracked_metrics, "prepare", no_measuring)
+    monkeypatch.setenv("SRBENCH_ASV_SUITES", suites)
+    monkeypatch.delenv("SRBENCH_ASV_CASES", raising=False)
+    return runpy.run_path(str(REPO_ROOT / "benchmarks" / "suites_asv.py"))
 
 
-def test_asv_plain_writer_leaves_half_a_file_and_the_atomic_one_keeps_the_old_file(tmp_path):
-    from asv import util
-
-    original = getattr(util.write_json, "_srbench_original_write_json", util.write_json)
-    data = {"a_results": ["x" * 10_000], "z_broken": Unserialisable()}
-
-    plain = tmp_path / "plain.json"
-    plain.write_text('{"old": true}')
-    with pytest.raises(TypeError):
-        original(str(plain), data)
-    with pytest.raises(json.JSONDecodeError):  # what asv alone leaves behind when interrupted
-        json.loads(plain.read_text())
-
-    atomic = tmp_path / "atomic.json"
-    atomic.write_text('{"old": true}')
-    with pytest.raises(TypeError):
-        atomic_json.atomic_write_json(original)(str(atomic), data)
-    assert json.loads(atomic.read_text()) == {"old": True}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["atomic.json", "plain.json"]  # no temp files left
-
-    atomic_json.atomic_write_json(original)(str(atomic), {"new": 1}, api_version=2)
-    assert json.loads(atomic.read_text()) == {"new": 1, "version": 2}
-
-
-def test_asv_loads_the_atomic_writer_from_the_shipped_config():
-    """The same loading asv's commands do (``Command.run_from_args``), in a fresh interpreter."""
-    script = textwrap.dedent(
-        """
-        from asv import util
-        from asv.config import Config
-        from asv.plugin_manager import plugin_manager
-        conf = Config.load("asv.conf.json")
-        for plugin in conf.plugins:
-            plugin_manager.import_plugin(plugin)
-        assert hasattr(util.write_json, "_srbench_original_write_json"), conf.plugins
-        print("atomic")
-        """
+def test_the_benchmarks_declare_every_quick_case_and_the_fixed_buckets_without_measuring(monkeypatch):
+    benchmarks = load_benchmarks(monkeypatch, "quick")
+    quick = [case.id for case in load_suite(REPO_ROOT / "suites" / "quick.yaml").cases]
+    assert benchmarks["EndToEnd"].params == [quick]
+    assert benchmarks["OpTime"].params == [quick, OP_TIME_BUCKETS]
+    memory = benchmarks["Memory"]
+    assert sorted(name for name in vars(memory) if name.startswith("track_")) == sorted(
+        f"track_{metric.name}" for metric in TRACKED_METRICS
     )
-    completed = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True)
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.strip() == "atomic"
+    for metric in TRACKED_METRICS:
+        assert getattr(memory, f"track_{metric.name}").unit == metric.unit
+    # asv keys setup_cache by its source line: one measurement of every case serves both classes,
+    # under a timeout that grows with the number of cases.
+    assert memory.setup_cache is benchmarks["OpTime"].setup_cache
+    assert memory.setup_cache.timeout == benchmarks["SECONDS_PER_CASE"] * len(quick)
+
+
+def test_track_benchmarks_read_the_measurement_and_show_a_case_that_does_not_apply_as_na(monkeypatch):
+    benchmarks = load_benchmarks(monkeypatch, "quick")
+    measured = {
+        "a": CaseMeasurement({"planned_bytes": 7, "allocations": None}, {"matmul": 0.5, "total": 0.5}),
+        "b": CaseMeasurement(not_applicable="needs cuda"),
+        "c": CaseMeasurement(failure="Traceback: boom"),
+    }
+    memory, op_time = benchmarks["Memory"](), benchmarks["OpTime"]()
+    memory.setup(measured, "a")
+    assert memory.track_planned_bytes(measured, "a") == 7
+    assert math.isnan(memory.track_allocations_per_run(measured, "a"))  # n/a: the case has no such number
+    op_time.setup(measured, "a", "matmul")
+    assert op_time.track_op_time(measured, "a", "matmul") == 0.5
+    assert math.isnan(op_time.track_op_time(measured, "a", "convolution"))
+    with pytest.raises(NotImplementedError, match="needs cuda"):  # asv: skipped, n/a
+        memory.setup(measured, "b")
+    with pytest.raises(RuntimeError, match="measuring case c failed:\nTraceback: boom"):  # asv: failed
+        op_time.setup(measured, "c", "total")
+
+
+def test_measuring_keeps_a_cases_error_as_its_failure_and_why_it_does_not_apply(monkeypatch, tmp_path):
+    (tmp_path / "one.yaml").write_text("axes:\n  models: {names: [mlp]}\n  runtimes: [eager]\n")
+    spec = selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "one"})["mlp-eager-t1"]
+
+    def failing(_: object) -> None:
+        raise ValueError("boom")
+
+    def not_applicable(_: object) -> None:
+        raise NotApplicable("no such device")
+
+    monkeypatch.setattr(tracked_metrics, "prepare", failing)
+    failed = tracked_metrics.measure_all([spec])[spec.id]
+    assert failed.failure is not None and "ValueError: boom" in failed.failure
+    monkeypatch.setattr(tracked_metrics, "prepare", not_applicable)
+    assert tracked_metrics.measure(spec) == CaseMeasurement(not_applicable="no such device")
+
+
+@pytest.mark.parametrize(
+    ("kind", "bucket"),
+    [
+        ("aten::mkldnn_convolution", "convolution"),  # eager's profiler
+        ("aten::conv2d", "convolution"),  # srbench and the C++ Static Runtime
+        ("aten::linear", "matmul"),
+        ("aten.addmm.default", "matmul"),
+        ("aten::bmm", "matmul"),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
+        ("aten::mkldnn_rnn_layer", "recurrent"),
+        ("aten::lstm", "recurrent"),
+        ("aten::native_layer_norm", "normalization"),
+        ("aten::_batch_norm_impl_index", "normalization"),
+        ("aten::max_pool2d_with_indices", "pooling"),
+        ("aten::_embedding_bag", "embedding"),
+        ("aten::clamp_min", "activation"),
+        ("aten::gelu", "activation"),
+        ("aten::t", "data_movement"),
+        ("aten::copy_", "data_movement"),
+        ("prim::VarConcat", "data_movement"),
+        ("getitem", "data_movement"),
+        ("aten::add_", "other"),
+        ("prim::If", "other"),
+        ("aten::empty", "other"),
+    ],
+)
+def test_the_node_kinds_of_every_runtime_fall_into_fixed_buckets(kind, bucket):
+    assert bucket_of(kind) == bucket
+
+
+def test_op_time_buckets_fold_what_takes_under_2_percent_into_other():
+    seconds = {"aten::addmm": 0.002, "aten::mm": 0.001, "aten::relu": 0.0005, "aten::t": 0.00001, "aten::add": 0.0001}
+    buckets = op_time_buckets(seconds)
+    assert buckets.keys() == {"matmul", "activation", "other", "total"}
+    assert buckets["matmul"] == pytest.approx(0.003)
+    assert buckets["other"] == pytest.approx(0.00011)  # add, and t's bucket (data_movement) under 2%
+    assert buckets["total"] == pytest.approx(sum(seconds.values()))
+    assert op_time_buckets({}) == {}
+
+
+# --- results written whole, without patching asv -----------------------------------------------
+
+
+def test_a_file_asv_left_half_written_keeps_its_previous_version_and_finished_ones_land(tmp_path, capsys):
+    results = tmp_path / "results"
+    (results / "machine").mkdir(parents=True)
+    (results / "machine" / "old.json").write_text('{"old": 1}')
+    (results / "benchmarks.json").write_text('{"b": 1}')
+    with pytest.raises(KeyboardInterrupt), staged_results(results) as staged:
+        assert json.loads((staged / "machine" / "old.json").read_text()) == {"old": 1}  # asv sees earlier results
+        (staged / "machine" / "new.json").write_text('{"new": 1}')
+        (staged / "benchmarks.json").write_text('{"b": ')  # asv interrupted while writing it
+        raise KeyboardInterrupt
+    assert json.loads((results / "machine" / "new.json").read_text()) == {"new": 1}
+    assert json.loads((results / "benchmarks.json").read_text()) == {"b": 1}
+    assert sorted(p.name for p in results.rglob("*")) == ["benchmarks.json", "machine", "new.json", "old.json"]
+    assert "benchmarks.json" in capsys.readouterr().err
+
+
+def test_the_staged_configuration_only_moves_the_results_and_asv_is_not_patched(tmp_path):
+    import asv.util
+
+    staged = tmp_path / "results"
+    conf = load_config(staged_config(REPO_ROOT / "asv.conf.json", staged))
+    shipped = load_config(REPO_ROOT / "asv.conf.json")
+    assert conf.results_dir == str(staged)
+    assert (conf.repo, conf.benchmark_dir, conf.env_dir) == (shipped.repo, shipped.benchmark_dir, shipped.env_dir)
+    assert conf.plugins == [] and shipped.plugins == []
+    assert asv.util.write_json.__module__ == "asv.util"
+
+
+def test_a_new_site_replaces_the_old_one_whole(tmp_path):
+    (tmp_path / "html").mkdir()
+    (tmp_path / "html" / "old.html").write_text("old")
+    (tmp_path / "staging" / "new").mkdir(parents=True)
+    (tmp_path / "staging" / "new" / "index.html").write_text("new")
+    replace_directory(tmp_path / "staging" / "new", tmp_path / "html")
+    assert [p.name for p in (tmp_path / "html").iterdir()] == ["index.html"]
+    assert list((tmp_path / "staging").iterdir()) == []
+
+
+def test_nightly_help_is_plain_text(capsys):
+    with pytest.raises(SystemExit):
+        srbench_main(["nightly", "--help"])
+    help_text = capsys.readouterr().out
+    assert "exit status: 0 no regression, 1 a benchmark got worse" in help_text
+    assert not re.search(r"``|:mod:|:func:|:class:", help_text), help_text
 
 
 # --- offline HTML ------------------------------------------------------------------------------
@@ -77,7 +199,7 @@ def test_asv_loads_the_atomic_writer_from_the_shipped_config():
 
 def test_every_cdn_tag_of_asvs_page_gets_a_local_copy_and_loses_its_cdn_attributes():
     page = (ASV_WWW / "index.html").read_text()
-    local = {asset.url: f"vendor/{asset.package.name}/{asset.path}" for asset in CDN_ASSETS}
+    local = {asset.url: asset.local_path for asset in CDN_ASSETS}
     offline = rewrite_page(page, local)
     assert "https://cdn" not in offline and "code.jquery.com" not in offline
     assert "integrity=" not in offline
@@ -104,6 +226,8 @@ def test_selection_reads_the_named_suite_files_and_filters_case_ids(tmp_path):
         selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "missing"})
     with pytest.raises(SuiteError, match=r"SRBENCH_ASV_CASES.*regular expression"):
         selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "one", "SRBENCH_ASV_CASES": "("})
+    with pytest.raises(SuiteError, match=r"have no case matching SRBENCH_ASV_CASES"):
+        selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "one", "SRBENCH_ASV_CASES": "resnet"})
 
 
 def test_commits_to_measure_are_those_after_the_newest_measured_oldest_first():
@@ -209,7 +333,7 @@ def measured_pair(tmp_path, monkeypatch):
             ["nightly", "--config", str(config), "--no-publish", "--machine", "synthetic", "--factor", factor]
         )
 
-    run.config = config
+    run.__dict__["config"] = config  # for the test that runs the nightly itself
     return run
 
 
@@ -230,7 +354,7 @@ def test_nightly_counts_a_newly_failing_case_as_a_regression(measured_pair):
 
 def test_nightly_rejects_a_factor_that_is_not_a_ratio(measured_pair, capsys):
     assert srbench_main(["nightly", "--factor", "0.9", "--no-publish"]) == 2
-    assert "--factor must be greater than 1" in capsys.readouterr().out
+    assert "--factor must be greater than 1" in capsys.readouterr().err
 
 
 def test_nightly_in_an_existing_environment_refuses_to_file_numbers_of_another_tree(measured_pair, capsys):
@@ -241,22 +365,3 @@ def test_nightly_in_an_existing_environment_refuses_to_file_numbers_of_another_t
     )
     assert status == 2
     assert f"not from {measured_pair.config.parent}" in capsys.readouterr().err
-
-
-def test_an_asv_run_keeps_the_code_version_its_first_import_pinned(tmp_path):
-    """Later imports of the same run read the pinned version's measurements (no measuring here:
-    the case would fail to measure, as its runtime does not exist)."""
-    import dataclasses
-
-    from srbench.asv_tracking.case_measurements import CaseMetrics, case_file_name, load_or_measure
-
-    (tmp_path / "one.yaml").write_text("axes:\n  models: {names: [mlp]}\n  runtimes: [eager]\n")
-    case = dataclasses.replace(selected_cases(tmp_path, {"SRBENCH_ASV_SUITES": "one"})["mlp-eager-t1"], runtime="none")
-    cache = tmp_path / "cache"
-    (cache / "pinned-version").mkdir(parents=True)
-    (cache / "pinned-version" / case_file_name(case)).write_text(
-        json.dumps(dataclasses.asdict(CaseMetrics(case.id, planned_bytes=7)))
-    )
-    (cache / "runs").mkdir()
-    (cache / "runs" / "4242-99").write_text("pinned-version")
-    assert load_or_measure([case], cache, run_key="4242-99")[case.id].planned_bytes == 7

@@ -1,16 +1,17 @@
 """The nightly job: measure the commits not measured yet, publish, and flag regressions.
 
 By default asv builds each new commit into its own virtualenv (``asv.conf.json``: torch pinned,
-the project's wheel with its extras) and runs the suites' benchmarks there, so the commits are
-handed to one ``asv run HASHFILE:...``. With an existing environment (``--python=same``, the
-project's ``.venv``) asv can only measure what is installed, so the nightly measures the checked
-out commit (which must be clean, or the numbers would be filed under the wrong commit) with
-``--set-commit-hash``.
+the project's wheel with its extras) and runs the benchmarks there, so the commits are handed to
+one ``asv run HASHFILE:...``. With an existing environment (``--python``, the project's ``.venv``)
+asv can only measure what is installed, so the nightly measures the checked-out commit (which must
+be clean, or the numbers would be filed under the wrong commit) with ``--set-commit-hash``. asv
+writes into a staged copy of the results (``staging``), whose finished files then replace the
+real ones atomically.
 
-Then ``asv publish`` writes the site, which is made to work offline, and asv's comparison of the
-newest commit against the baseline (the newest one measured before this run) decides the exit
-status: 0 nothing got worse, 1 a regression beyond ``--factor`` (or a benchmark that newly
-fails), 2 the job itself could not run.
+Then ``asv publish`` writes the site, which is made to work offline and swapped in, and asv's
+comparison of the newest commit against the baseline (the newest one measured before this run)
+decides the exit status: 0 nothing got worse, 1 a regression beyond ``--factor`` (or a benchmark
+that newly fails), 2 the job itself could not run.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from srbench.asv_tracking.offline_html import OfflineAssetError, make_offline
 from srbench.asv_tracking.regressions import DEFAULT_FACTOR, ComparisonError, compare_commits, load_config
+from srbench.asv_tracking.staging import replace_directory, staged_config, staged_results
 from srbench.asv_tracking.suite_selection import SUITES_VARIABLE
 
 EXIT_OK = 0
@@ -49,21 +51,26 @@ class NightlyOptions:
     quick: bool = False
     publish: bool = True
     suites: str | None = None
-    asv_args: tuple[str, ...] = field(default_factory=tuple)
+    asv_args: tuple[str, ...] = ()
+
+    @property
+    def existing_python(self) -> str | None:
+        """The interpreter of an existing environment (``existing[:PYTHON]``, ``:same``), else ``None``."""
+        spec = self.environment or ""
+        if spec in (":same", "existing"):
+            return sys.executable
+        return spec.split(":", 1)[1] if spec.startswith("existing:") else None
 
 
-def _asv(options: NightlyOptions, *arguments: str, check: bool = True) -> int:
-    """Run ``asv`` (the one installed beside this interpreter) on the nightly's configuration."""
+def _asv(options: NightlyOptions, *arguments: str, config: Path | None = None) -> int:
+    """Run ``asv`` (the one installed beside this interpreter); return its exit status."""
     environ = dict(os.environ)
     environ.setdefault("HF_HUB_OFFLINE", "1")  # zoo models are built from configs, never downloaded
     if options.suites:
         environ[SUITES_VARIABLE] = options.suites
-    command = [sys.executable, "-m", "asv", *arguments, "--config", str(options.config)]
+    command = [sys.executable, "-m", "asv", *arguments, "--config", str(config or options.config)]
     print("+ " + " ".join(command), flush=True)
-    returncode = subprocess.run(command, cwd=options.config.parent, env=environ).returncode
-    if check and returncode != 0:
-        raise NightlyError(f"`{' '.join(command)}` exited with status {returncode}")
-    return returncode
+    return subprocess.run(command, cwd=options.config.parent, env=environ).returncode
 
 
 def _git(repo: Path, *arguments: str) -> str:
@@ -86,7 +93,8 @@ def ensure_machine(options: NightlyOptions) -> str:
     try:
         MachineCollection.load(name)
     except UserError:
-        _asv(options, "machine", "--yes", "--machine", name)
+        if _asv(options, "machine", "--yes", "--machine", name) != 0:
+            raise NightlyError(f"asv could not describe machine {name!r}") from None
     return name
 
 
@@ -94,23 +102,8 @@ def environment_names(options: NightlyOptions) -> list[str]:
     """The names of the asv environments this nightly runs in (results are filed under them)."""
     from asv.environment import get_environments
 
-    conf = load_config(options.config)
     specs = [options.environment] if options.environment else None
-    return [env.name for env in get_environments(conf, specs, verbose=False)]
-
-
-def existing_interpreter(options: NightlyOptions) -> str | None:
-    """The interpreter of an existing environment (``existing[:PYTHON]``, ``:same``), else ``None``."""
-    spec = options.environment or ""
-    if spec == ":same" or spec == "existing":
-        return sys.executable
-    if spec.startswith("existing:"):
-        return spec.split(":", 1)[1]
-    return None
-
-
-def is_existing_environment(options: NightlyOptions) -> bool:
-    return existing_interpreter(options) is not None
+    return [env.name for env in get_environments(load_config(options.config), specs, verbose=False)]
 
 
 def check_installed_from(python: str, repo: Path) -> None:
@@ -130,19 +123,14 @@ def measured_commits(options: NightlyOptions, machine: str, env_names: Sequence[
     """Commits with results of this machine in one of ``env_names``."""
     from asv.results import iter_results_for_machine
 
-    conf = load_config(options.config)
-    return {
-        result.commit_hash
-        for result in iter_results_for_machine(conf.results_dir, machine)
-        if result.env_name in env_names
-    }
+    results = iter_results_for_machine(load_config(options.config).results_dir, machine)
+    return {result.commit_hash for result in results if result.env_name in env_names}
 
 
 def branch_history(options: NightlyOptions) -> list[str]:
     """The first-parent history of the configured branch, newest first."""
     conf = load_config(options.config)
-    branch = conf.branches[0] if conf.branches else "HEAD"
-    return _git(Path(conf.repo), "rev-list", "--first-parent", branch).split()
+    return _git(Path(conf.repo), "rev-list", "--first-parent", conf.branches[0] if conf.branches else "HEAD").split()
 
 
 def commits_to_measure(history: Sequence[str], measured: set[str], max_commits: int) -> list[str]:
@@ -156,48 +144,42 @@ def commits_to_measure(history: Sequence[str], measured: set[str], max_commits: 
         if commit in measured:
             break
         new.append(commit)
-    if not measured:
-        new = new[:1]
-    return list(reversed(new[:max_commits]))
+    return list(reversed(new[: max_commits if measured else 1]))
 
 
 def baseline_and_newest(history: Sequence[str], measured: set[str], batch: Sequence[str]) -> tuple[str, str] | None:
     """The pair to compare: the newest commit measured before ``batch`` and the newest measured
     now; with an empty batch, the two newest measured commits. ``None`` with fewer than two."""
     ordered = [commit for commit in history if commit in measured]  # newest first
-    if len(ordered) < 2:
-        return None
-    if batch:
-        before_batch = [commit for commit in ordered if commit not in batch]
-        if not before_batch:
-            return None
-        return before_batch[0], ordered[0]
-    return ordered[1], ordered[0]
+    before_batch = [commit for commit in ordered if commit not in batch] if batch else ordered[1:]
+    return (before_batch[0], ordered[0]) if len(ordered) >= 2 and before_batch else None
 
 
 def run_benchmarks(options: NightlyOptions, machine: str, commits: Sequence[str]) -> None:
-    common = ["--machine", machine, *(["--quick"] if options.quick else []), *options.asv_args]
-    if is_existing_environment(options):
-        conf = load_config(options.config)
-        head = _git(Path(conf.repo), "rev-parse", "HEAD")
-        if commits != [head]:
-            raise NightlyError(
-                f"an existing environment ({options.environment}) holds one installed commit; it can "
-                f"measure HEAD ({head[:8]}) only, but the new commits are {', '.join(c[:8] for c in commits)}; "
-                "drop --environment to let asv build each commit"
-            )
-        if _git(Path(conf.repo), "status", "--porcelain", "--untracked-files=no"):
-            raise NightlyError("the working tree has uncommitted changes; results would be filed under HEAD wrongly")
-        check_installed_from(existing_interpreter(options), Path(conf.repo))
-        returncode = _asv(options, "run", "-E", options.environment, f"--set-commit-hash={head}", *common, check=False)
-    else:
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hashfile:
-            hashfile.write("\n".join(commits) + "\n")
-        try:
-            environment = ["-E", options.environment] if options.environment else []
-            returncode = _asv(options, "run", f"HASHFILE:{hashfile.name}", *environment, *common, check=False)
-        finally:
-            os.unlink(hashfile.name)
+    """``asv run`` on ``commits``, into a staged copy of the results (see ``staging``)."""
+    conf = load_config(options.config)
+    repo = Path(conf.repo)
+    with tempfile.TemporaryDirectory() as folder:
+        if options.existing_python is not None:
+            head = _git(repo, "rev-parse", "HEAD")
+            if list(commits) != [head]:
+                raise NightlyError(
+                    f"an existing environment ({options.environment}) holds one installed commit; it can measure "
+                    f"HEAD ({head[:8]}) only, not {', '.join(c[:8] for c in commits)}; drop --environment"
+                )
+            if _git(repo, "status", "--porcelain", "--untracked-files=no"):
+                raise NightlyError(
+                    "the working tree has uncommitted changes; results would be filed under HEAD wrongly"
+                )
+            check_installed_from(options.existing_python, repo)
+            arguments = ["-E", str(options.environment), f"--set-commit-hash={head}"]
+        else:
+            hashfile = Path(folder) / "commits.txt"
+            hashfile.write_text("\n".join(commits) + "\n")
+            arguments = [f"HASHFILE:{hashfile}", *(["-E", options.environment] if options.environment else [])]
+        arguments += ["--machine", machine, *(["--quick"] if options.quick else []), *options.asv_args]
+        with staged_results(Path(conf.results_dir)) as staged:
+            returncode = _asv(options, "run", *arguments, config=staged_config(options.config, staged))
     if returncode not in (0, _ASV_RUN_BENCHMARKS_FAILED):
         raise NightlyError(f"asv run exited with status {returncode}")
     if returncode == _ASV_RUN_BENCHMARKS_FAILED:
@@ -205,9 +187,15 @@ def run_benchmarks(options: NightlyOptions, machine: str, commits: Sequence[str]
 
 
 def publish(options: NightlyOptions) -> Path:
-    _asv(options, "publish")
+    """``asv publish`` into a new folder, made offline, then swapped in for the configured site."""
     html_dir = Path(load_config(options.config).html_dir)
-    make_offline(html_dir)
+    html_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=html_dir.parent, prefix=f".{html_dir.name}-") as folder:
+        site = Path(folder) / "html"
+        if _asv(options, "publish", f"--html-dir={site}") != 0:
+            raise NightlyError("asv publish failed")
+        make_offline(site)
+        replace_directory(site, html_dir)
     return html_dir
 
 
@@ -218,7 +206,7 @@ def run_nightly(options: NightlyOptions) -> int:
         env_names = environment_names(options)
         history = branch_history(options)
         before = measured_commits(options, machine, env_names)
-        if is_existing_environment(options):  # the installed commit only
+        if options.existing_python is not None:  # the installed commit only
             batch = [] if history[0] in before else [history[0]]
         else:
             batch = commits_to_measure(history, before, options.max_commits)
@@ -230,26 +218,17 @@ def run_nightly(options: NightlyOptions) -> int:
         if options.publish:
             print(f"published to {publish(options)}", flush=True)
         pair = baseline_and_newest(history, measured_commits(options, machine, env_names), batch)
+        if pair is None:
+            print("fewer than two measured commits: nothing to compare yet", flush=True)
+            return EXIT_OK
+        comparison = compare_commits(options.config, *pair, factor=options.factor, machine=machine, env_names=env_names)
     except (NightlyError, OfflineAssetError, ComparisonError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILED
-    if pair is None:
-        print("fewer than two measured commits: nothing to compare yet", flush=True)
-        return EXIT_OK
-    return report_regressions(options, machine, env_names, *pair)
-
-
-def report_regressions(options: NightlyOptions, machine: str, env_names: Sequence[str], before: str, after: str) -> int:
-    try:
-        comparison = compare_commits(
-            options.config, before, after, factor=options.factor, machine=machine, env_names=env_names
-        )
-    except ComparisonError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_FAILED
     print(comparison.table, flush=True)
+    before_commit, after_commit = pair[0][:8], pair[1][:8]
     if comparison.worsened:
-        print(f"REGRESSION: {after[:8]} is worse than {before[:8]} by more than a factor {options.factor}")
+        print(f"REGRESSION: {after_commit} is worse than {before_commit} by more than a factor {options.factor}")
         return EXIT_REGRESSION
-    print(f"no regression beyond a factor {options.factor} from {before[:8]} to {after[:8]}")
+    print(f"no regression beyond a factor {options.factor} from {before_commit} to {after_commit}")
     return EXIT_OK

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DEFAULT_FACTOR = 1.1
 
 
 class ComparisonError(RuntimeError):
-    """The two commits cannot be compared (no results for one of them, several machines)."""
+    """The two commits cannot be compared (no results for one of them)."""
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,10 @@ class Comparison:
     table: str  # asv's table of the benchmarks that changed
 
 
-_CONFIG_PATHS = ("repo", "results_dir", "html_dir", "benchmark_dir", "env_dir")
+CONFIG_PATHS = ("repo", "results_dir", "html_dir", "benchmark_dir", "env_dir")
 
 
-def load_config(config_path: Path):
+def load_config(config_path: Path) -> Any:
     """asv's configuration object for ``config_path``, its folders made absolute.
 
     asv resolves them against the working directory (it expects to run where the file is);
@@ -46,7 +46,7 @@ def load_config(config_path: Path):
 
     config_path = Path(config_path).absolute()
     conf = Config.load(str(config_path))
-    for name in _CONFIG_PATHS:
+    for name in CONFIG_PATHS:
         setattr(conf, name, str(config_path.parent / getattr(conf, name)))
     return conf
 
@@ -56,46 +56,30 @@ def compare_commits(
     before: str,
     after: str,
     *,
+    machine: str,
     factor: float = DEFAULT_FACTOR,
-    machine: str | None = None,
     env_names: Sequence[str] | None = None,
-    use_stats: bool = True,
 ) -> Comparison:
-    """Compare the results of commit ``after`` with those of ``before`` on one machine (and,
-    when given, only in the asv environments ``env_names``)."""
+    """Compare the results of commit ``after`` with those of ``before`` on ``machine`` (and, when
+    given, only in the asv environments ``env_names``)."""
     from asv import util
     from asv.commands.compare import Compare
 
     if factor <= 1.0:
         raise ValueError(f"factor must be greater than 1 (a ratio such as 1.1 for 10%), got {factor}")
-    conf = load_config(config_path)
-    machine = machine or single_machine(conf.results_dir)
     output = io.StringIO()
     try:
         with contextlib.redirect_stdout(output):
             worsened, improved = Compare.print_table(
-                conf,
+                load_config(config_path),
                 before,
                 after,
                 factor=factor,
                 split=True,
                 only_changed=True,
                 machine=machine,
-                use_stats=use_stats,
                 env_names=list(env_names) if env_names is not None else None,
             )
     except util.UserError as error:
         raise ComparisonError(f"cannot compare {before} with {after} on machine {machine!r}: {error}") from error
     return Comparison(before, after, factor, bool(worsened), bool(improved), output.getvalue())
-
-
-def single_machine(results_dir: str | os.PathLike[str]) -> str:
-    """The machine whose results are in ``results_dir``; fails when there are none or several."""
-    from asv.results import iter_machine_files
-    from asv.util import load_json
-
-    machines = sorted({load_json(path)["machine"] for path in iter_machine_files(str(results_dir))})
-    if len(machines) != 1:
-        found = ", ".join(machines) or "none"
-        raise ComparisonError(f"expected results of one machine in {results_dir}, found: {found}; pass --machine")
-    return machines[0]

@@ -1,86 +1,136 @@
-"""The numbers asv tracks for one case, measured with ``srbench.measure`` (what pytest uses).
+"""What asv tracks for one suite case, and how it is measured (with ``srbench.measure``, as pytest does).
 
-A case that does not apply here (a runtime that cannot take the model, a model or device that is
-not available) is *skipped* with the reason, which asv shows as "n/a"; anything else that goes
-wrong propagates and is recorded as that case's failure.
+**Adding a tracked number** is one line in :data:`TRACKED_METRICS`: its asv name, its unit and the
+key it has in a case's record, which is ``MemoryReport.to_json()`` (the same keys the pytest
+plugin stores in pytest-benchmark's ``extra_info``). ``benchmarks/suites_asv.py`` makes it the
+benchmark ``Memory.track_<name>``, and ``pytest_benchmark_convert`` files pytest-benchmark's
+``extra_info[key]`` under that name. A number the record lacks is "n/a" in asv.
+
+**Per-op time** is tracked per *bucket* of node kinds (:data:`NODE_KIND_BUCKETS`), not per kind:
+asv must know every parameter when it imports the benchmarks, before anything is measured, and
+the kinds differ between runtimes for the same work (eager's profiler sees
+``mkldnn_convolution`` where srbench runs ``conv2d``), so a fixed set of buckets is both known in
+advance and comparable across runtimes. A bucket under :data:`MIN_OP_SHARE` of a case's operator
+time is counted in ``other``, as its microseconds mostly measure noise; ``total`` is the sum.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+import traceback
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from srbench.asv_tracking.case_measurements import CaseMetrics
 from srbench.suites import CaseSpec
 
-PROFILE_ITERATIONS = 20
-# Node kinds taking less than this share of a case's operator time are tracked together as
-# OTHER: their microsecond times mostly measure noise, and each would be a graph of its own.
-MIN_OP_SHARE = 0.02
+
+@dataclass(frozen=True)
+class TrackedMetric:
+    name: str  # the asv benchmark is Memory.track_<name>
+    unit: str
+    key: str  # in the case's record (MemoryReport.to_json(), pytest-benchmark's extra_info)
+
+
+TRACKED_METRICS = (
+    TrackedMetric("planned_bytes", "bytes", "planned_bytes"),
+    TrackedMetric("lower_bound_ratio", "planned/lower bound", "planned_to_lower_bound"),
+    TrackedMetric("allocations_per_run", "allocations", "allocations"),
+    TrackedMetric("observed_peak_bytes", "bytes", "peak_bytes"),
+)
+
+# (bucket, pattern searched in a node kind's bare name: "aten::_embedding_bag" -> "embedding_bag");
+# the first match wins, no match is OTHER.
+NODE_KIND_BUCKETS = (
+    ("convolution", r"conv"),
+    ("matmul", r"^(linear|addmm|mm|bmm|matmul|baddbmm|addbmm|addmv|mv|dot|einsum)$"),
+    ("attention", r"attention"),
+    ("recurrent", r"lstm|gru|rnn"),
+    ("normalization", r"norm"),
+    ("pooling", r"pool"),
+    ("embedding", r"embedding"),
+    ("activation", r"elu|sigmoid|tanh|silu|swish|softmax|clamp"),
+    (
+        "data_movement",
+        r"^(view|reshape|unsafe_view|permute|transpose|t|expand|slice|select|narrow|squeeze|unsqueeze|flatten"
+        r"|unbind|split|chunk|as_strided|getitem|contiguous|clone|copy|to|to_copy|cat|varconcat|stack|index"
+        r"|index_select|gather|listconstruct|listunpack|tupleconstruct|tupleunpack)$",
+    ),
+)
 OTHER = "other"
 TOTAL = "total"
+OP_TIME_BUCKETS = [bucket for bucket, _ in NODE_KIND_BUCKETS] + [OTHER, TOTAL]
+MIN_OP_SHARE = 0.02
+PROFILE_ITERATIONS = 20
+_PATTERNS = [(bucket, re.compile(pattern)) for bucket, pattern in NODE_KIND_BUCKETS]
 
 
-def tracked_op_times(seconds_by_kind: Mapping[str, float]) -> dict[str, float]:
-    """The per-op times asv tracks for one case: each kind with at least ``MIN_OP_SHARE`` of the
-    operator time, the rest summed as ``other``, and the ``total``."""
-    total = sum(seconds_by_kind.values())
-    tracked = {kind: seconds for kind, seconds in seconds_by_kind.items() if total and seconds >= MIN_OP_SHARE * total}
-    tracked[OTHER] = total - sum(tracked.values())
-    tracked[TOTAL] = total
-    return tracked
+def bucket_of(node_kind: str) -> str:
+    """The bucket of a node kind as runtimes name them (``aten::add_``, ``aten.addmm.default``, ``prim::If``)."""
+    parts = re.split(r"::|\.", node_kind)
+    name = (parts[1] if len(parts) > 1 else parts[0]).strip("_").lower()
+    return next((bucket for bucket, pattern in _PATTERNS if pattern.search(name)), OTHER)
 
 
-def case_from_json(data: Mapping[str, Any]) -> CaseSpec:
-    """The inverse of ``CaseSpec.to_json()``."""
-    return CaseSpec.from_json(data)
+def op_time_buckets(seconds_by_kind: Mapping[str, float]) -> dict[str, float]:
+    """Seconds per call by bucket: those with at least ``MIN_OP_SHARE`` of the total, ``other``, ``total``
+    (none for an empty profile)."""
+    if not seconds_by_kind:
+        return {}
+    sums: dict[str, float] = {}
+    for kind, seconds in seconds_by_kind.items():
+        sums[bucket_of(kind)] = sums.get(bucket_of(kind), 0.0) + seconds
+    total = sum(sums.values())
+    tracked = {bucket: s for bucket, s in sums.items() if bucket != OTHER and total and s >= MIN_OP_SHARE * total}
+    return {**tracked, OTHER: total - sum(tracked.values()), TOTAL: total}
 
 
-def not_applicable_errors() -> tuple[type[BaseException], ...]:
-    """Errors meaning "this case does not apply here" rather than "this case is broken"."""
+class NotApplicable(NotImplementedError):
+    """The case does not apply here (no such device, a runtime that cannot take the model); asv
+    shows a benchmark whose setup raises ``NotImplementedError`` as n/a."""
+
+
+@dataclass(frozen=True)
+class CaseMeasurement:
+    """One case's record (see the module docstring) and per-op seconds by bucket; or why it has none."""
+
+    record: dict[str, Any] = field(default_factory=dict)
+    op_seconds: dict[str, float] = field(default_factory=dict)
+    not_applicable: str | None = None
+    failure: str | None = None  # the traceback of a case that could not be measured
+
+
+def prepare(spec: CaseSpec) -> Any:
+    """``srbench.measure.prepare_case`` under the case's thread count (set for the process: an asv
+    benchmark process runs one case). Raises :class:`NotApplicable` with the reason."""
+    import torch
+
     from srbench.graph import CaptureError
+    from srbench.measure import prepare_case
     from srbench.runtimes import UnsupportedRuntime
     from srbench.zoo import ProviderUnavailable
 
-    return (UnsupportedRuntime, CaptureError, ProviderUnavailable)
-
-
-def unavailable_device(spec: CaseSpec) -> str | None:
-    """Why ``spec.options.device`` cannot be used here, or ``None`` when it can."""
-    import torch
-
     if spec.options.device.startswith("cuda") and not torch.cuda.is_available():
-        return f"case {spec.id} needs {spec.options.device}, and no CUDA device is available"
-    return None
-
-
-def prepare(spec: CaseSpec):
-    """``srbench.measure.prepare_case`` under the case's thread count (set for the process, as
-    the benchmark process runs this case only)."""
-    import torch
-
-    from srbench.measure import prepare_case
-
+        raise NotApplicable(f"case {spec.id} needs {spec.options.device}, and no CUDA device is available")
     torch.set_num_threads(spec.options.threads)
-    return prepare_case(spec)
+    try:
+        return prepare_case(spec)
+    except (UnsupportedRuntime, CaptureError, ProviderUnavailable) as error:
+        raise NotApplicable(f"{type(error).__name__}: {error}") from error
 
 
-def measure(spec: CaseSpec) -> CaseMetrics:
-    """Prepare ``spec`` and measure its memory plan, allocations and per-op profile."""
-    reason = unavailable_device(spec)
-    if reason:
-        return CaseMetrics(spec.id, skipped=reason)
+def measure(spec: CaseSpec) -> CaseMeasurement:
+    """Prepare ``spec`` and measure its memory and per-op profile; an error is the case's failure."""
     try:
         prepared = prepare(spec)
-    except not_applicable_errors() as error:
-        return CaseMetrics(spec.id, skipped=f"{type(error).__name__}: {error}")
-    memory = prepared.measure_memory()
-    milliseconds_by_kind = prepared.op_profile(iterations=PROFILE_ITERATIONS)
-    return CaseMetrics(
-        spec.id,
-        planned_bytes=memory.planned_bytes,
-        lower_bound_bytes=memory.lower_bound,
-        allocations_per_run=float(memory.allocations),
-        observed_peak_bytes=memory.peak_bytes,
-        op_seconds_by_kind={kind: ms / 1000.0 for kind, ms in milliseconds_by_kind.items()},
-    )
+        record = prepared.measure_memory().to_json()
+        milliseconds = prepared.op_profile(iterations=PROFILE_ITERATIONS)
+    except NotApplicable as reason:
+        return CaseMeasurement(not_applicable=str(reason))
+    except Exception:  # this case's failure, reported by asv for this case only
+        return CaseMeasurement(failure=traceback.format_exc(limit=8))
+    return CaseMeasurement(record, op_time_buckets({kind: ms / 1000.0 for kind, ms in milliseconds.items()}))
+
+
+def measure_all(cases: Iterable[CaseSpec]) -> dict[str, CaseMeasurement]:
+    return {case.id: measure(case) for case in cases}

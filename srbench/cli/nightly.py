@@ -1,22 +1,28 @@
-"""``srbench nightly``: run asv on the commits not measured yet, publish, flag regressions.
-
-Exit status for a scheduler: 0 no regression, 1 a benchmark got worse by more than ``--factor``
-(or newly fails), 2 the job could not run. See :mod:`srbench.asv_tracking.nightly`.
-"""
+"""``srbench nightly``: run asv on the commits not measured yet, publish, flag regressions
+(see srbench.asv_tracking.nightly)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "asv.conf.json"
+DESCRIPTION = """\
+Run asv's benchmarks (benchmarks/: every case of the tracked suites, by default suites/quick.yaml,
+and the planner and latency benchmarks) on the commits of the configured branch not measured yet,
+write the results atomically, publish the HTML so that it works offline, and compare the newest
+commit with the one measured before it.
+
+exit status: 0 no regression, 1 a benchmark got worse by more than --factor (or newly fails),
+2 the job could not run."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "nightly",
         help="asv: measure new commits, publish the HTML, exit 1 on a regression",
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="asv configuration (default: %(default)s)")
@@ -71,13 +77,13 @@ def run(args: argparse.Namespace) -> int:
     from srbench.asv_tracking.regressions import DEFAULT_FACTOR
 
     if not args.config.is_file():
-        print(f"error: no asv configuration at {args.config}")
+        print(f"error: no asv configuration at {args.config}", file=sys.stderr)
         return 2
     if args.factor is not None and args.factor <= 1.0:
-        print(f"error: --factor must be greater than 1 (e.g. 1.1 for 10%), got {args.factor}")
+        print(f"error: --factor must be greater than 1 (e.g. 1.1 for 10%), got {args.factor}", file=sys.stderr)
         return 2
     if args.max_commits < 1:
-        print(f"error: --max-commits must be at least 1, got {args.max_commits}")
+        print(f"error: --max-commits must be at least 1, got {args.max_commits}", file=sys.stderr)
         return 2
     options = NightlyOptions(
         config=args.config.absolute(),
