@@ -89,6 +89,15 @@ def temporary_config(project: Path) -> Path:
         results_dir=str(project / "results"),
         html_dir=str(project / "html"),
         env_dir=str(project / "env"),
+        # the branch being tested (a fresh clone: main), so that asv publish finds its HEAD
+        branches=[
+            subprocess.run(
+                ["git", "-C", str(REPO_ROOT), "rev-parse", "--abbrev-ref", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+        ],
     )
     path = project / "asv.conf.json"
     path.write_text(json.dumps(config, indent=1))
