@@ -83,7 +83,7 @@ class _Measured:
     params: list[list[str]] = [CASE_IDS]
     param_names = ["case"]
 
-    @asv_attributes(timeout=SECONDS_PER_CASE * max(1, len(CASE_IDS)))
+    @asv_attributes(timeout=SECONDS_PER_CASE * len(CASE_IDS))
     def setup_cache(self) -> dict[str, CaseMeasurement]:
         return measure_all(CASES.values())
 
