@@ -43,8 +43,6 @@ class DLRM(nn.Module):
         self.register_buffer("pair_rows", below_diagonal[0], persistent=False)
         self.register_buffer("pair_cols", below_diagonal[1], persistent=False)
         self.top = mlp_stack([dim + vectors * (vectors - 1) // 2, *top, 1])
-        self.pair_rows: torch.Tensor
-        self.pair_cols: torch.Tensor
 
     def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
         x = self.bottom(dense)
