@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from srbench.planners import DEFAULT_PLANNER, PLANNERS
 from srbench.registry import Registry
+from srbench.schedulers import DEFAULT_SCHEDULER, SCHEDULERS
 
 _METADATA_KEY = "srbench"
 
@@ -69,7 +70,10 @@ class StaticOptions:
     split into pieces. ``rewrite``: prepare-time rewrites of the captured graph (eager's fused
     transformer layers restored; convolutions with batch norm folded in and activations and residual
     adds fused, as oneDNN calls on pre-packed weights), each kept only where it gives the rewritten
-    region's result on the example inputs within ``rewrite_rtol``/``rewrite_atol``.
+    region's result on the example inputs within ``rewrite_rtol``/``rewrite_atol``. ``streams``: how
+    many streams (CPU threads, or CUDA streams) independent ops may run on at once; ``scheduler``: a
+    name registered under ``srbench.schedulers``, which spreads the ops over at most that many
+    streams (and may keep them on one where concurrency does not pay).
     """
 
     planner: str = _option(
@@ -143,6 +147,25 @@ class StaticOptions:
             help="absolute tolerance a rewrite must keep on the example inputs",
             schema={"type": "number", "exclusiveMinimum": 0},
             id_part=lambda value: None if value == 1e-4 else f"ratol{value:g}",
+        ),
+    )
+    streams: int = _option(
+        1,
+        OptionInfo(
+            axis="streams",
+            help="streams independent ops may run on at once (CPU threads or CUDA streams)",
+            schema={"type": "integer", "minimum": 1},
+            id_part=lambda value: None if value == 1 else f"s{value}",
+        ),
+    )
+    scheduler: str = _option(
+        DEFAULT_SCHEDULER,
+        OptionInfo(
+            axis="schedulers",
+            help="scheduler spreading ops over the streams",
+            schema={"type": "string", "minLength": 1},
+            id_part=lambda value: None if value == DEFAULT_SCHEDULER else str(value),
+            plugins=SCHEDULERS,
         ),
     )
 

@@ -83,7 +83,29 @@ def test_the_multistream_plan_passes_with_every_planner(planner):
     offsets = result.plan.offsets
     assert not (offsets["a1"] < offsets["b1"] + 4096 and offsets["b1"] < offsets["a1"] + 4096)
     check_concurrency(records, result.plan, uses, TWO_STREAMS)
-    assert result.lower_bound >= 2 * 4096
+    assert result.plan.total_bytes >= 2 * 4096
+    # the bound beside it: the schedule's issue order run on one stream (x a1 a2 b1 b2 c: a1 is
+    # dead before b1 is made)
+    assert result.lower_bound == 4096 + 64 + 64 <= result.plan.total_bytes
+
+
+def test_long_branches_get_a_region_per_stream():
+    """Two chains of 4096-byte tensors on two streams: on one region every tensor would stay alive
+    until the join (the other stream may still run beside it); a region per stream lets each
+    chain reuse its own bytes as on one stream."""
+    deps = {"x": "", **{f"a{i}": f"a{i - 1}" if i > 1 else "x" for i in range(1, 5)}}
+    deps |= {f"b{i}": f"b{i - 1}" if i > 1 else "x" for i in range(1, 5)}
+    deps["c"] = "a4 b4"
+    graph = OpGraph(tuple(deps), {op: frozenset(d.split()) for op, d in deps.items()}, dict.fromkeys(deps, 1.0))
+    a, b = [op for op in deps if op.startswith("a")], [op for op in deps if op.startswith("b")]
+    schedule = build_schedule("hand-made", graph, [["x", *a, "c"], b])
+    uses = uses_of(deps)
+    records = single_stream_records(schedule.order, uses, {op: 64 if op in ("x", "c") else 4096 for op in deps})
+    result = plan_concurrent_memory(records, uses, schedule, "greedy_by_size")
+    assert result.plan.notes["layout"] == "a region per stream"
+    assert result.plan.total_bytes <= 5 * 4096 + 64  # b4 and x are read by both streams: a region of their own
+    one_region = plan_memory(concurrent_records(records, uses, schedule), "greedy_by_size").plan
+    assert one_region.total_bytes >= 6 * 4096 > result.plan.total_bytes
 
 
 def test_multistream_records_span_what_may_run_beside_their_uses():

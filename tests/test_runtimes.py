@@ -87,6 +87,8 @@ def test_only_srbench_reads_the_static_options():
         "rewrite",
         "rewrite_rtol",
         "rewrite_atol",
+        "streams",
+        "scheduler",
     }
     for name in ("eager", "torchscript", "static_runtime", "compile", "onnxruntime"):
         assert get_runtime(name).honours == ()

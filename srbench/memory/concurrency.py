@@ -23,12 +23,20 @@ unsafe on several streams, and the independent check of every multistream plan.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from srbench.memory.records import DEFAULT_ALIGNMENT, MemoryPlan, PlanError, TensorUsageRecord
-from srbench.planners import PlanResult, plan_memory
+from srbench.memory.records import (
+    DEFAULT_ALIGNMENT,
+    MemoryPlan,
+    PlanError,
+    TensorUsageRecord,
+    align_up,
+    lower_bound,
+)
+from srbench.planners import DEFAULT_PLANNER, PlanResult, plan_memory
 from srbench.schedulers.schedule import HappensBefore, Schedule
 
 
@@ -166,21 +174,93 @@ def _streams_of(tensor: str, uses: Mapping[str, TensorUses], order: HappensBefor
     return ",".join(str(s) for s in sorted({order.stream[op] for op in uses[tensor].ops}))
 
 
+def issue_order_records(
+    records: Sequence[TensorUsageRecord],
+    uses: Mapping[str, TensorUses],
+    schedule: Schedule,
+    *,
+    live_to_end: Collection[str] = (),
+) -> list[TensorUsageRecord]:
+    """``records`` with lifetimes counted in the schedule's issue order, as if its ops ran one
+    after the other in that order (one of the interleavings every multistream plan must allow:
+    their lower bound is a lower bound for any plan of the schedule)."""
+    position = {op: i for i, op in enumerate(schedule.order)}
+    end = len(schedule.order) - 1
+    return [
+        TensorUsageRecord(
+            r.id,
+            position[uses[r.id].producer],
+            end if r.id in live_to_end else max(position[op] for op in uses[r.id].ops),
+            r.size,
+        )
+        for r in records
+    ]
+
+
+def _per_stream_layout(
+    records: Sequence[TensorUsageRecord],
+    uses: Mapping[str, TensorUses],
+    schedule: Schedule,
+    order: HappensBefore,
+    planner: str,
+    live_to_end: Collection[str],
+    alignment: int,
+    options: Mapping[str, Any],
+) -> MemoryPlan:
+    """One region of the slab per stream for the tensors only that stream uses, planned in the
+    stream's own order (ops of one stream never overlap, so any reuse inside a region is safe),
+    then one region for the tensors several streams use (or that outlive the run), planned on
+    :func:`concurrent_records`."""
+    private: list[list[TensorUsageRecord]] = [[] for _ in schedule.streams]
+    shared: list[TensorUsageRecord] = []
+    for record in records:
+        streams = {order.stream[op] for op in uses[record.id].ops}
+        if len(streams) == 1 and record.id not in live_to_end:
+            indices = [order.index[op] for op in uses[record.id].ops]
+            first = order.index[uses[record.id].producer]
+            private[streams.pop()].append(TensorUsageRecord(record.id, first, max(indices), record.size))
+        else:
+            shared.append(record)
+    regions = [*private, concurrent_records(shared, uses, schedule, live_to_end=live_to_end, order=order)]
+    offsets: dict[str, int] = {}
+    base = 0
+    for region in regions:
+        if not region:
+            continue
+        placed = plan_memory(region, planner, alignment=alignment, **options).plan
+        offsets.update({tensor: base + offset for tensor, offset in placed.offsets.items()})
+        base += align_up(placed.total_bytes, alignment)
+    total = max((offsets[r.id] + r.size for r in records if r.size), default=0)
+    return MemoryPlan(planner, offsets, total, notes={"layout": "a region per stream"})
+
+
 def plan_concurrent_memory(
     records: Sequence[TensorUsageRecord],
     uses: Mapping[str, TensorUses],
     schedule: Schedule,
-    planner: str = "greedy_by_size",
+    planner: str = DEFAULT_PLANNER,
     *,
     live_to_end: Collection[str] = (),
     alignment: int = DEFAULT_ALIGNMENT,
     **options: Any,
 ) -> PlanResult:
-    """Plan ``records`` for ``schedule`` with any registered planner: the multistream records go
-    through ``plan_memory`` (validated there as every plan is; ``options`` go to the planner),
-    then the plan is checked against the concurrency rule itself."""
+    """Plan ``records`` for ``schedule`` with any registered planner; ``options`` go to it.
+
+    Two layouts are planned and the smaller kept. *One region*: every tensor on the records of
+    :func:`concurrent_records`, so tensors of different streams share bytes wherever waits order
+    them, but a tensor also stays alive while other streams may still run. *A region per
+    stream* (:func:`_per_stream_layout`): tensors used by one stream only reuse each other's
+    bytes as on one stream, never another stream's. Every plan goes through ``plan_memory``
+    (validated there), and the kept one is checked against the concurrency rule itself. The
+    lower bound beside it is that of the schedule's issue order run on one stream.
+    """
+    start = time.perf_counter()
     order = HappensBefore(schedule)
     concurrent = concurrent_records(records, uses, schedule, live_to_end=live_to_end, order=order)
-    result = plan_memory(concurrent, planner, alignment=alignment, **options)
-    check_concurrency(concurrent, result.plan, uses, schedule, live_to_end=live_to_end, order=order)
-    return result
+    one_region = plan_memory(concurrent, planner, alignment=alignment, **options).plan
+    one_region = replace(one_region, notes={**one_region.notes, "layout": "one region"})
+    per_stream = _per_stream_layout(records, uses, schedule, order, planner, live_to_end, alignment, options)
+    plan = min(one_region, per_stream, key=lambda p: p.total_bytes)
+    check_concurrency(records, plan, uses, schedule, live_to_end=live_to_end, order=order)
+    bound = lower_bound(issue_order_records(records, uses, schedule, live_to_end=live_to_end))
+    return PlanResult(plan=plan, lower_bound=bound, seconds=time.perf_counter() - start, num_tensors=len(records))

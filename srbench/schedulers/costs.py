@@ -40,6 +40,16 @@ class CostModel:
 
 
 DEFAULT_COST_MODEL = CostModel()
+# A CUDA device: every op is a kernel launch from the one host thread (a few microseconds), a
+# wait is an event, and kernels run at a GPU's rates. Nominal figures for a recent data-centre
+# GPU, not measured here (this project's machines have none); only their ratios steer scheduling.
+CUDA_COST_MODEL = CostModel(
+    dispatch_seconds=5e-6,
+    wait_seconds=2e-6,
+    stream_seconds=4e-6,
+    flops_per_second=20e12,
+    bytes_per_second=1.5e12,
+)
 
 
 def _meta_tensors(value: object) -> list[torch.Tensor]:

@@ -1,13 +1,14 @@
 """Critical-path list scheduling that keeps branches too small to pay on one stream.
 
-Classic list scheduling (HLFET: highest level first, with estimated times): an op's priority is
-its *bottom level*, the estimated time from its start to the end of the graph along its longest
-chain of dependents, so ops on the critical path go first. Taken in that order as they become
-ready, each op goes to the stream where it could start earliest under the cost model of
-:mod:`srbench.schedulers.timeline`: a dependency on another stream costs a wake-up, dispatch
-holds the GIL (or the one host thread on CUDA), extra streams cost a hand-off and a join. A
-small branch therefore stays on its producer's stream, where it starts sooner than anywhere
-else.
+List scheduling with estimated times, in the manner of ETF (earliest task first, Hwang et al.
+1989): at each step, among the ready ops, the op and stream that can start earliest under the
+cost model of :mod:`srbench.schedulers.timeline` go next: a dependency on another stream costs a
+wake-up, dispatch holds the GIL (or the one host thread on CUDA), extra streams cost a hand-off
+and a join. Ties go to a start without a cross-stream wait, then to the op continuing the
+stream's chain (so a stream runs a branch to its end, which keeps its tensors few and its waits
+rare), then to the op on the critical path: the highest *bottom level*, the estimated time from
+its start to the end of the graph along its longest chain of dependents. A small branch stays on
+its producer's stream, where it starts sooner than anywhere else.
 
 The whole schedule is then judged: with 1, 2, ... ``streams`` streams, the estimated makespans
 are compared and more streams are kept only when they are estimated to save at least
@@ -38,15 +39,20 @@ def bottom_levels(graph: OpGraph) -> dict[str, float]:
     return level
 
 
+# Ready ops considered at each step: the most critical ones (bounds the cost on wide graphs).
+CANDIDATES = 32
+
+
 def _list_schedule(graph: OpGraph, streams: int) -> tuple[Schedule, float]:
     model = graph.cost_model
+    quantum = max(model.dispatch_seconds, 1e-7)  # start times closer than this count as equal
     rank = {op: i for i, op in enumerate(graph.ops)}
     level = bottom_levels(graph)
     successors = graph.successors()
     waiting = {op: len(graph.deps_of(op)) for op in graph.ops}
-    ready = [(-level[op], rank[op], op) for op in graph.ops if not waiting[op]]
-    heapq.heapify(ready)
+    ready = [op for op in graph.ops if not waiting[op]]
     free = [0.0] + [model.stream_seconds] * (streams - 1)
+    last_on: list[str | None] = [None] * streams
     used: dict[int, float] = {}
     serial = SerialResource()
     per_stream: list[list[str]] = [[] for _ in range(streams)]
@@ -54,23 +60,32 @@ def _list_schedule(graph: OpGraph, streams: int) -> tuple[Schedule, float]:
     start: dict[str, float] = {}
     end: dict[str, float] = {}
     while ready:
-        _, _, op = heapq.heappop(ready)
-        latest_dep = max(graph.deps_of(op), key=lambda d: (end[d], -rank[d]), default=None)
-        home = stream_of[latest_dep] if latest_dep is not None else 0
-
-        def when(s: int, op: str = op, home: int = home) -> tuple[float, bool, int]:
-            # earliest start, then the stream of the latest dependency (no wait), then the lowest
-            return (earliest_start(op, s, graph, free[s], end, stream_of), s != home, s)
-
-        stream = min(range(streams), key=when)
-        start[op] = serial.reserve(when(stream)[0], model.dispatch_seconds)
+        best: tuple[tuple, str, int, float] | None = None
+        for op in heapq.nsmallest(CANDIDATES, ready, key=lambda o: (-level[o], rank[o])):
+            deps = graph.deps_of(op)
+            for s in range(streams):
+                t = earliest_start(op, s, graph, free[s], end, stream_of)
+                key = (
+                    round(t / quantum),  # earliest start first
+                    any(stream_of[d] != s for d in deps),  # then no wait across streams
+                    last_on[s] not in deps,  # then continuing the stream's chain
+                    -level[op],  # then the most critical
+                    rank[op],
+                    s,
+                )
+                if best is None or key < best[0]:
+                    best = (key, op, s, t)
+        assert best is not None
+        _, op, stream, ready_at = best
+        ready.remove(op)
+        start[op] = serial.reserve(ready_at, model.dispatch_seconds)
         end[op] = free[stream] = used[stream] = start[op] + model.dispatch_seconds + graph.cost(op)
-        stream_of[op] = stream
+        stream_of[op], last_on[stream] = stream, op
         per_stream[stream].append(op)
         for successor in successors[op]:
             waiting[successor] -= 1
             if not waiting[successor]:
-                heapq.heappush(ready, (-level[successor], rank[successor], successor))
+                ready.append(successor)
     schedule = build_schedule(NAME, graph, per_stream, priority=lambda op: (start[op], stream_of[op]))
     return schedule, makespan(used, model)
 

@@ -17,7 +17,7 @@ import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
@@ -30,7 +30,10 @@ from srbench.static.calls import Call, Const
 from srbench.static.choose import NodePlan, RunAs
 from srbench.static.errors import inference_only_error
 
-_INDENT = "        "
+if TYPE_CHECKING:
+    from srbench.static.stream_code import StreamProgram
+
+INDENT = "        "
 
 
 class Hook:
@@ -45,6 +48,13 @@ class Hook:
     CLAIM = "_claim"
     UNCLAIM = "_unclaim"
     BUSY = "_busy"
+    # multistream programs (srbench.static.stream_code writes them, stream_runner binds them)
+    STREAMS = "_streams"  # the runtime's streams: start/join/failure (threads), begin/end (CUDA)
+    EVENT = "_ev_"  # prefix: one event per op that ops of other streams wait for
+    SIDE_STREAM = "_cs_"  # prefix: the CUDA streams besides the caller's (_cs_1, _cs_2, ...)
+    SET_STREAM = "_set_stream"
+    CURRENT_STREAM = "_current_stream"
+    RECORD_STREAM = "_record_stream"
 
 
 class Entry(enum.Enum):
@@ -68,7 +78,8 @@ class RuntimeHooks:
     it while no call runs: ``forward`` and ``forward_profiled`` take it (``pop``, one atomic C
     call, about 4x cheaper than taking a ``threading.Lock`` without waiting) and give it back
     after the run (``forward_unchecked`` runs under the ``miss`` hook, which holds it); a call
-    that finds no token raises ``busy()``.
+    that finds no token raises ``busy()``. ``streams`` are the globals of a multistream program
+    (its stream runner, events and streams: the ``Hook.STREAMS`` ... names).
     """
 
     miss: Callable[[tuple[Any, ...]], Any]
@@ -77,6 +88,7 @@ class RuntimeHooks:
     clock: Callable[[], float] = time.perf_counter
     token: list[bool] = field(default_factory=lambda: [True])
     busy: Callable[[], Exception] = RuntimeError
+    streams: Mapping[str, Any] = field(default_factory=dict)
 
     def as_globals(self) -> dict[str, Any]:
         return {
@@ -87,6 +99,7 @@ class RuntimeHooks:
             Hook.CLAIM: self.token.pop,
             Hook.UNCLAIM: self.token.append,
             Hook.BUSY: self.busy,
+            **self.streams,
         }
 
 
@@ -124,6 +137,9 @@ class Program:
     by :func:`srbench.observe.record.node_label`, so the observer attributes every allocation to
     its node. Each refuses inputs that require grad while grad mode is on (inference only), and
     ``forward`` and ``forward_profiled`` refuse to run while another call holds the runtime's token.
+    ``streams`` describes a program whose ops run on several streams (see
+    :mod:`srbench.static.stream_code`): its ``forward`` functions run them so, and its profiled
+    and observed variants run them one after the other in the schedule's issue order.
     """
 
     source: str
@@ -132,6 +148,7 @@ class Program:
     static_views: tuple[StaticView, ...]
     static_nodes: Mapping[str, str]
     timed: tuple[TimedNode, ...]
+    streams: StreamProgram | None = None  # how the ops run on several streams, if they do
 
 
 class _Names:
@@ -162,7 +179,6 @@ class CodeWriter:
         out_spec: pytree.TreeSpec,
         mutations: Mapping[int, str],
         guards: Sequence[tuple[torch.Size, tuple[int, ...], torch.dtype, torch.device]],
-        cleanup_slab_bytes: int | None,
         slab_last_read: str | None = None,
     ):
         """``slab_last_read``: the node after which no slab tensor is read (the latest ``last``
@@ -177,7 +193,7 @@ class CodeWriter:
         self.out_spec = out_spec
         self.mutations = mutations  # flat output index -> placeholder it must be copied into
         self.guards = guards
-        self.cleanup_slab_bytes = cleanup_slab_bytes
+        self.cleanup_slab_bytes: int | None = None  # set by assemble
         self.names = _Names()
         self.shared: dict[str, Any] = {}
         self._constant_names: dict[int, str] = {}
@@ -325,37 +341,44 @@ class CodeWriter:
         unflatten = self.constant(pytree.tree_unflatten, "tree_unflatten")
         return f"{unflatten}([{', '.join(children)}], {self.constant(spec, 'out_spec')})"
 
-    def write(self) -> Program:
+    def node_bodies(self) -> list[tuple[str, list[str]]]:
+        """The lines of every node that runs code at each run, in graph order, by node name.
+
+        Binds the inputs, constants and static views first; call once per writer."""
         self.bind_inputs_and_constants()
         self.plan_static_views()
-        body: list[tuple[str | None, list[str]]] = []  # (node timed, lines)
+        bodies = []
         for plan in self.order:
             lines = self.node_lines(plan)
             if lines:
-                body.append((plan.node.name, lines))
+                bodies.append((plan.node.name, lines))
+        return bodies
+
+    def epilogue(self) -> tuple[str, list[str], list[str]]:
+        """What a run returns (one expression), the lines writing back the inputs and buffers a
+        functionalized graph mutates (it returns their new values), and every output's expression."""
         output = next(node for node in self.graph.nodes if node.op == "output")
         flat = [self.render(value) for value in output.args[0]]
         user = [expr for index, expr in enumerate(flat) if index not in self.mutations]
         returned = self.output_expr(self.out_spec, list(user))
-        # a functionalized graph returns new values of the inputs and buffers it mutates
         write_back = [f"{self.expr[target]}.copy_({flat[index]})" for index, target in sorted(self.mutations.items())]
+        return returned, write_back, flat
+
+    def write(self, cleanup_slab_bytes: int | None) -> Program:
+        """The program running the nodes in graph order; ``cleanup_slab_bytes``: the slab's size
+        to take before each run and give back after it (``None``: it is kept between runs)."""
+        return self.assemble(self.node_bodies(), cleanup_slab_bytes)
+
+    def assemble(self, bodies: list[tuple[str, list[str]]], cleanup_slab_bytes: int | None) -> Program:
+        """The program running ``bodies`` (from :meth:`node_bodies`) in their order."""
+        self.cleanup_slab_bytes = cleanup_slab_bytes
+        body: list[tuple[str | None, list[str]]] = list(bodies)
+        returned, write_back, flat = self.epilogue()
         if write_back:
             body.append((None, write_back))
-        body = self._with_deletes(body, set(flat))
-        timed = tuple(
-            TimedNode(name, plan.kind, plan.how, plan.runs.label)
-            for name, _ in body
-            if name is not None and (plan := self.plans[name])
-        )
-        for i, (shape, stride, dtype, device) in enumerate(self.guards):
-            self.shared.update(
-                {f"_g{i}_shape": shape, f"_g{i}_stride": stride, f"_g{i}_dtype": dtype, f"_g{i}_device": device}
-            )
-        self.shared.setdefault("_is_grad_enabled", torch.is_grad_enabled)
-        self.shared.setdefault("_set_grad_enabled", torch._C._set_grad_enabled)
-        self.shared.setdefault("_inference_only", inference_only_error)
-        self.shared.setdefault("_input_names", tuple(self.user_inputs))
-        self.shared.setdefault("_record_function", record_function)
+        body = self.with_deletes(body, set(flat))
+        timed = self.timed_nodes(body)
+        self.bind_guards()
         source = "\n".join(
             self._function(
                 body,
@@ -367,6 +390,28 @@ class CodeWriter:
             )
             for entry in Entry
         )
+        return self.make_program(source, timed)
+
+    def timed_nodes(self, body: list[tuple[str | None, list[str]]]) -> tuple[TimedNode, ...]:
+        return tuple(
+            TimedNode(name, plan.kind, plan.how, plan.runs.label)
+            for name, _ in body
+            if name is not None and (plan := self.plans[name])
+        )
+
+    def bind_guards(self) -> None:
+        """The shared globals of the input guard, the grad-mode switch and the inference check."""
+        for i, (shape, stride, dtype, device) in enumerate(self.guards):
+            self.shared.update(
+                {f"_g{i}_shape": shape, f"_g{i}_stride": stride, f"_g{i}_dtype": dtype, f"_g{i}_device": device}
+            )
+        self.shared.setdefault("_is_grad_enabled", torch.is_grad_enabled)
+        self.shared.setdefault("_set_grad_enabled", torch._C._set_grad_enabled)
+        self.shared.setdefault("_inference_only", inference_only_error)
+        self.shared.setdefault("_input_names", tuple(self.user_inputs))
+        self.shared.setdefault("_record_function", record_function)
+
+    def make_program(self, source: str, timed: tuple[TimedNode, ...], streams: StreamProgram | None = None) -> Program:
         return Program(
             source=source,
             shared=dict(self.shared),
@@ -374,16 +419,17 @@ class CodeWriter:
             static_views=tuple(self.static_views),
             static_nodes=dict(self.static_nodes),
             timed=timed,
+            streams=streams,
         )
 
-    def _with_deletes(
+    def with_deletes(
         self, body: list[tuple[str | None, list[str]]], keep: set[str]
     ) -> list[tuple[str | None, list[str]]]:
         """Append ``del`` of each unmanaged local after the last line that reads it."""
         last: dict[str, int] = {}
         for index, (_, lines) in enumerate(body):
             for line in lines:
-                for token in _identifiers(line):
+                for token in identifiers(line):
                     if token in self.locals:
                         last[token] = index
         result = []
@@ -402,16 +448,17 @@ class CodeWriter:
             return f"not in_{i}.is_cuda or in_{i}.get_device() != {device.index or 0}"
         return f"in_{i}.device != _g{i}_device"
 
-    def _function(
-        self,
-        body: list[tuple[str | None, list[str]]],
-        returned: str,
-        name: str,
-        *,
-        guard: bool,
-        profile: bool,
-        observe: bool = False,
-    ) -> str:
+    @staticmethod
+    def claims(name: str) -> bool:
+        """Whether a generated function takes the runtime's call token (``forward_unchecked`` runs
+        under the miss hook, which holds it)."""
+        return name != Entry.UNCHECKED.value
+
+    def head(self, name: str, *, guard: bool) -> list[str]:
+        """A generated function's first lines: its signature, the input guard (``guard``), the
+        inputs unpacked as ``in_0, in_1, ...``, the inference-only check, the runtime's call token
+        taken (see :meth:`claims`) and grad mode turned off (``_grad`` keeps it; the caller's
+        ``finally`` restores it and gives the token back)."""
         n = len(self.user_inputs)
         unpack = ", ".join(f"in_{i}" for i in range(n)) + ("," if n == 1 else "")
         head = [f"def {name}(*args):"]
@@ -439,8 +486,7 @@ class CodeWriter:
         if n:
             requires_grad = " or ".join(f"in_{i}.requires_grad" for i in range(n))
             head += [f"    if _grad and ({requires_grad}):", "        raise _inference_only(_input_names, args)"]
-        claims = name != Entry.UNCHECKED.value  # forward_unchecked runs under the miss hook, which holds the token
-        if claims:
+        if self.claims(name):
             head += [
                 "    try:",
                 f"        {Hook.CLAIM}()",
@@ -448,6 +494,20 @@ class CodeWriter:
                 f"        raise {Hook.BUSY}() from None",
             ]
         head.append("    _set_grad_enabled(False)")
+        return head
+
+    def _function(
+        self,
+        body: list[tuple[str | None, list[str]]],
+        returned: str,
+        name: str,
+        *,
+        guard: bool,
+        profile: bool,
+        observe: bool = False,
+    ) -> str:
+        head = self.head(name, guard=guard)
+        claims = self.claims(name)
         lines = []
         tick = "; ".join([f"_t1 = {Hook.CLOCK}()", f"{Hook.TIMES}[{{slot}}] += _t1 - _t0", "_t0 = _t1"])
         if profile:
@@ -467,19 +527,19 @@ class CodeWriter:
             if profile:
                 lines.append(tick.format(slot=slot))
         lines.append(f"_result = {returned}")
-        tail = ["    finally:", f"{_INDENT}_set_grad_enabled(_grad)"]
+        tail = ["    finally:", f"{INDENT}_set_grad_enabled(_grad)"]
         if self.cleanup_slab_bytes is not None:
             if profile:
-                tail.append(f"{_INDENT}_t0 = {Hook.CLOCK}()")
-            tail.append(f"{_INDENT}{Hook.SLAB}.resize_(0)")
+                tail.append(f"{INDENT}_t0 = {Hook.CLOCK}()")
+            tail.append(f"{INDENT}{Hook.SLAB}.resize_(0)")
             if profile:
-                tail.append(f"{_INDENT}{Hook.TIMES}[{len(body) + 1}] += {Hook.CLOCK}() - _t0")
+                tail.append(f"{INDENT}{Hook.TIMES}[{len(body) + 1}] += {Hook.CLOCK}() - _t0")
         if claims:
-            tail.append(f"{_INDENT}{Hook.UNCLAIM}(True)")
-        return "\n".join(head + ["    try:"] + [_INDENT + line for line in lines] + tail + ["    return _result", ""])
+            tail.append(f"{INDENT}{Hook.UNCLAIM}(True)")
+        return "\n".join(head + ["    try:"] + [INDENT + line for line in lines] + tail + ["    return _result", ""])
 
 
-def _identifiers(line: str) -> set[str]:
+def identifiers(line: str) -> set[str]:
     token, found = [], set()
     for char in line + " ":
         if char.isalnum() or char == "_":

@@ -22,12 +22,15 @@ from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes
 from srbench.memory.records import TensorUsageRecord
 from srbench.options import StaticOptions
 from srbench.planners import PlanResult, plan_memory
+from srbench.schedulers import Schedule
 from srbench.static.choose import Chooser, NodePlan, RunAs, written_storages
 from srbench.static.codegen import CodeWriter, Program
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import resolve
+from srbench.static.stream_code import StreamCodeWriter, StreamMode
+from srbench.static.streams import plan_streams
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class PreparedGraph:
     device: torch.device
     seconds: float
     rewrites: tuple[Rewrite, ...] = ()  # what the prepare-time passes did, and refused with the reason
+    schedule: Schedule | None = None  # the scheduler's answer, when several streams were asked for
 
     @property
     def key(self) -> tuple:
@@ -244,12 +248,10 @@ def prepare_graph(
     managed_ids = {s for p in plans if p.how is RunAs.OUT for s in p.result_storages}
     slab_records = [r for r in analysis.records if r.id in managed_ids]
     arena_records = [r for r in analysis.output_records if r.id in managed_ids]
-    plan = _plan(slab_records, options.planner)
-    output_plan = _plan(arena_records, options.planner)
 
     out_spec = captured.exported.call_spec.out_spec
     specs = tuple(InputSpec.of(x) for x in inputs)
-    writer = CodeWriter(
+    writer = (StreamCodeWriter if options.streams > 1 else CodeWriter)(
         graph,
         plans,
         user_inputs,
@@ -257,9 +259,24 @@ def prepare_graph(
         out_spec,
         mutations,
         [spec.guard for spec in specs],
-        plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None,
         _last_reader(graph, slab_records),
     )
+    bodies = writer.node_bodies()
+    streams = (
+        plan_streams(
+            graph, analysis, [op for op, _ in bodies], plans, resolutions, options, device, slab_records, arena_records
+        )
+        if options.streams > 1
+        else None
+    )
+    concurrent = streams if streams is not None and streams.schedule.num_streams > 1 else None
+    plan = concurrent.plan if concurrent else _plan(slab_records, options.planner)
+    output_plan = concurrent.output_plan if concurrent else _plan(arena_records, options.planner)
+    cleanup = plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
+    if concurrent and isinstance(writer, StreamCodeWriter):
+        program = writer.assemble_streams(bodies, concurrent.schedule, StreamMode.for_device(device), cleanup)
+    else:
+        program = writer.assemble(bodies, cleanup)
     return PreparedGraph(
         inputs=specs,
         input_names=tuple(user_inputs),
@@ -270,8 +287,9 @@ def prepare_graph(
         managed=_managed_tensors(plans, slab_records, plan),
         output_plan=output_plan,
         output_arena=_managed_tensors(plans, arena_records, output_plan),
-        program=writer.write(),
+        program=program,
         device=device,
         seconds=time.perf_counter() - start,
         rewrites=rewrites,
+        schedule=streams.schedule if streams else None,
     )

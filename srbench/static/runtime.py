@@ -11,8 +11,10 @@ run and back before the next, a single call each way.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ from srbench.static.calls import invoke
 from srbench.static.codegen import Entry, RuntimeHooks
 from srbench.static.errors import ConcurrentUseError
 from srbench.static.prepared import ManagedTensor, PreparedGraph, input_key
+from srbench.static.stream_runner import bind_streams
 
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
@@ -70,6 +73,7 @@ class StaticRuntime:
         self._bound: dict[tuple, BoundProgram] = {}
         self._forward: Callable[..., Any] | None = None
         self._token = [True]  # present while no call runs: see codegen.RuntimeHooks
+        self._launcher: ThreadPoolExecutor | None = None
 
     @property
     def slab_bytes(self) -> int:
@@ -91,6 +95,15 @@ class StaticRuntime:
         return forward(*inputs)
 
     __call__ = run
+
+    def run_async(self, *inputs: Any) -> Future[Any]:
+        """Start a run on a thread of this runtime and return at once, as PyTorch Static Runtime's
+        ``runAsync`` does: the future holds what ``run`` returns, or its error. Calls queue up and
+        run one at a time, in order, since the runtime's slab serves one run at a time; with
+        ``manage_output_tensors`` a result stays valid until the next run."""
+        if self._launcher is None:
+            self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="srbench-run")
+        return self._launcher.submit(self.run, *inputs)
 
     def _miss(self, inputs: tuple) -> Any:
         """The slow path: inputs unlike the last program's. Check them, find or prepare the
@@ -141,6 +154,10 @@ class StaticRuntime:
         if self.module.options.cleanup_activations:
             slab.resize_(0)
         code = self.module.code(prepared)
+        if program.streams is not None:
+            streams = bind_streams(program.streams, namespace, code, prepared.device, self)
+            hooks = dataclasses.replace(hooks, streams=streams)
+            namespace.update(streams)
 
         def function(entry: Entry) -> Callable[..., Any]:
             return types.FunctionType(code[entry.value], namespace, entry.value)

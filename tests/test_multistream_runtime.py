@@ -1,0 +1,353 @@
+"""The static runtime on several streams: results equal eager whatever the interleaving.
+
+Branches are delayed at random by a test-only op that sleeps (``srbench_test::delay``), so each
+run interleaves the streams differently; a branch can also be made to fail, to show the run
+stops cleanly and the next one works. The CUDA program is generated and run on the CPU with
+stand-in streams and events that record what they are asked (the real CUDA test needs a GPU).
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import gc
+import random
+import threading
+import time
+from concurrent.futures import Future
+
+import pytest
+import torch
+
+from srbench.memory.concurrency import check_concurrency
+from srbench.schedulers import SCHEDULERS, ScheduleError
+from srbench.schedulers.from_fx import tensor_uses
+from srbench.static import StaticModule, StaticOptions
+from srbench.static.codegen import Entry, Hook
+from srbench.static.errors import ConcurrentUseError
+from srbench.static.stream_code import StreamMode
+from srbench.static.stream_runner import CudaStreams
+from srbench.zoo import load_zoo
+
+DELAYS: dict[int, float] = {}
+FAILING: set[int] = set()
+
+
+@torch.library.custom_op("srbench_test::delay", mutates_args=())
+def delay(x: torch.Tensor, branch: int) -> torch.Tensor:
+    """A copy of ``x`` made after sleeping ``DELAYS[branch]`` seconds (the GIL is free meanwhile);
+    raises when ``branch`` is in ``FAILING``."""
+    time.sleep(DELAYS.get(branch, 0.0))
+    if branch in FAILING:
+        raise RuntimeError(f"branch {branch} fails on purpose")
+    return x.clone()
+
+
+@delay.register_fake
+def _(x: torch.Tensor, branch: int) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class Branches(torch.nn.Module):
+    """Four branches of one input, each delayable, summed; the first also returned on its own."""
+
+    def __init__(self, branches: int = 4, width: int = 16):
+        super().__init__()
+        self.first = torch.nn.ModuleList(torch.nn.Linear(width, 2 * width) for _ in range(branches))
+        self.second = torch.nn.ModuleList(torch.nn.Linear(2 * width, width) for _ in range(branches))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        outs = []
+        for index, (first, second) in enumerate(zip(self.first, self.second)):
+            hidden = torch.ops.srbench_test.delay(torch.relu(first(x)), index)
+            outs.append(second(hidden))
+        return torch.stack(outs).sum(0), outs[0] * 2
+
+
+@pytest.fixture(autouse=True)
+def no_delays():
+    DELAYS.clear()
+    FAILING.clear()
+    yield
+    DELAYS.clear()
+    FAILING.clear()
+
+
+def branches_module(streams: int = 2, **options) -> tuple[torch.nn.Module, torch.Tensor, StaticModule]:
+    torch.manual_seed(0)
+    model = Branches().eval()
+    x = torch.randn(3, 16)
+    module = StaticModule(model, (x,), StaticOptions(streams=streams, scheduler="parallel_steps", **options))
+    assert module.prepared.program.streams is not None
+    return model, x, module
+
+
+@pytest.mark.parametrize("streams", [2, 4])
+@pytest.mark.parametrize("out_variants", [True, False], ids=["out", "fallback"])
+def test_equal_to_eager_under_random_interleavings(one_thread, streams, out_variants):
+    model, x, module = branches_module(streams, enable_out_variant=out_variants)
+    assert module.prepared.schedule.num_streams == streams
+    expected = model(x)
+    runtime = module.runtime()
+    rng = random.Random(streams)
+    for _ in range(25):
+        DELAYS.update({branch: rng.choice([0.0, 0.0, 2e-4, 1e-3]) for branch in range(4)})
+        for got, want in zip(runtime(x), expected):
+            torch.testing.assert_close(got, want)
+
+
+def test_a_deliberately_delayed_branch(one_thread):
+    """The slow branch finishes last, long after the others reached their waits."""
+    model, x, module = branches_module(4)
+    expected = model(x)
+    runtime = module.runtime()
+    for slow in range(4):
+        DELAYS.clear()
+        DELAYS[slow] = 0.02
+        for got, want in zip(runtime(x), expected):
+            torch.testing.assert_close(got, want)
+
+
+def test_the_plan_of_a_prepared_multistream_module_passes_the_concurrency_check():
+    _, _, module = branches_module(4)
+    prepared = module.prepared
+    assert prepared.plan is not None
+    ops = {op for ops in prepared.schedule.streams for op in ops}
+    uses = tensor_uses(prepared.captured.graph, prepared.analysis, ops)
+    planned = [r for r in prepared.analysis.records if r.id in prepared.plan.plan.offsets]
+    check_concurrency(planned, prepared.plan.plan, uses, prepared.schedule)
+
+
+def test_a_failing_stream_fails_the_run_cleanly_and_the_next_run_works(one_thread):
+    model, x, module = branches_module(4)
+    runtime = module.runtime()
+    for branch in range(4):
+        FAILING.clear()
+        FAILING.add(branch)
+        with pytest.raises(RuntimeError, match=f"branch {branch} fails on purpose"):
+            runtime(x)
+        FAILING.clear()
+        for got, want in zip(runtime(x), model(x)):
+            torch.testing.assert_close(got, want)
+
+
+def test_one_runtime_runs_one_call_at_a_time(one_thread):
+    _, x, module = branches_module(2)
+    runtime = module.runtime()
+    runtime(x)  # bound: the next calls go straight to the generated code
+    DELAYS[0] = DELAYS[1] = 0.3
+    slow = threading.Thread(target=runtime, args=(x,))
+    slow.start()
+    time.sleep(0.1)
+    with pytest.raises(ConcurrentUseError, match="serves one call at a time"):
+        runtime(x)
+    slow.join()
+
+
+def test_run_async_returns_futures_that_hold_the_results(one_thread):
+    model, x, module = branches_module(2)
+    runtime = module.runtime()
+    inputs = [torch.randn(3, 16) for _ in range(4)]
+    DELAYS[1] = 1e-3
+    futures = [runtime.run_async(value) for value in inputs]
+    assert all(isinstance(future, Future) for future in futures)
+    for future, value in zip(futures, inputs):
+        for got, want in zip(future.result(timeout=30), model(value)):
+            torch.testing.assert_close(got, want)
+    FAILING.add(0)
+    with pytest.raises(RuntimeError, match="branch 0 fails on purpose"):
+        runtime.run_async(x).result(timeout=30)
+
+
+def test_run_async_on_one_stream():
+    module = StaticModule(torch.nn.Linear(4, 4).eval(), (torch.randn(2, 4),))
+    value = torch.randn(2, 4)
+    torch.testing.assert_close(module.runtime().run_async(value).result(timeout=30), module.model(value))
+
+
+def _stream_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name.startswith("srbench-stream")}
+
+
+def test_stream_threads_end_with_their_runtime(one_thread):
+    _, x, module = branches_module(4)
+    before = _stream_threads()
+    runtime = module.runtime()
+    runtime(x)
+    mine = _stream_threads() - before
+    assert len(mine) == 3
+    del runtime
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while any(thread.is_alive() for thread in mine) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(thread.is_alive() for thread in mine)
+
+
+def test_every_global_of_the_stream_functions_is_bound():
+    _, x, module = branches_module(4)
+    runtime = module.runtime()
+    bound = runtime.bind((x,))
+    code = module.code(module.prepared)
+    assert set(code) == {entry.value for entry in Entry} | {"stream_1", "stream_2", "stream_3"}
+    provided = set(bound.forward.__globals__)
+    for name, function in code.items():
+        read = {i.argval for i in dis.get_instructions(function) if i.opname == "LOAD_GLOBAL"}
+        assert read - set(dir(builtins)) <= provided, (name, sorted(read - set(dir(builtins)) - provided))
+    assert Hook.STREAMS in bound.hooks.streams
+
+
+def test_the_profiled_variant_runs_the_issue_order_on_one_thread(one_thread):
+    _, x, module = branches_module(4)
+    profile = module.runtime().profile((x,), iterations=3, warmup=1)
+    scheduled = [op for op in module.prepared.schedule.order]
+    assert [node.node for node in profile.nodes] == scheduled
+
+
+def test_a_scheduler_breaking_a_dependency_is_rejected_at_prepare_time(monkeypatch):
+    def backwards(graph, *, streams):  # the graph's order reversed on one stream
+        from srbench.schedulers import Schedule
+
+        ops = tuple(reversed(graph.ops))
+        return Schedule("backwards", (ops,), (), ops)
+
+    monkeypatch.setattr(SCHEDULERS, "load", lambda name: backwards)
+    with pytest.raises(ScheduleError, match=r"scheduler 'backwards': op '\w+' may start before '\w+'") as caught:
+        StaticModule(Branches().eval(), (torch.randn(3, 16),), StaticOptions(streams=2, scheduler="backwards"))
+    assert len(caught.value.ops) == 2  # raised while preparing: no runtime, no run
+
+
+def test_a_scheduler_keeping_one_stream_gives_the_one_stream_program():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)).eval()
+    x = torch.randn(2, 8)
+    module = StaticModule(model, (x,), StaticOptions(streams=4))
+    assert module.prepared.schedule is not None and module.prepared.schedule.num_streams == 1
+    assert module.prepared.program.streams is None
+    plain = StaticModule(model, (x,), StaticOptions())
+    assert module.prepared.slab_bytes == plain.prepared.slab_bytes
+    torch.testing.assert_close(module.runtime()(x), model(x))
+
+
+# -- every built-in model ------------------------------------------------------------------------
+
+ZOO = ["mlp", "dlrm", "deep_and_wide", "bert_encoder", "gpt_decoder", "lstm_lm", "transformer_encoder", "small_cnn"]
+SLOW_ZOO = ["resnet18", "mobilenet_v2", "resnet50"]
+
+
+@pytest.mark.parametrize("name", [*ZOO, *(pytest.param(name, marks=pytest.mark.slow) for name in SLOW_ZOO)])
+@pytest.mark.parametrize(
+    "options",
+    [
+        StaticOptions(streams=2, scheduler="parallel_steps"),
+        StaticOptions(streams=4, scheduler="critical_path", manage_output_tensors=True, cleanup_activations=False),
+    ],
+    ids=["steps-2", "critical-4-managed"],
+)
+def test_builtin_models_match_eager_on_several_streams(conformance, name, options):
+    case = load_zoo().get(name)
+    module = conformance(
+        case.model(), case.example_inputs(0), case.example_inputs(1), options, rtol=case.rtol, atol=case.atol
+    )
+    assert module.prepared.schedule is not None
+
+
+# -- CUDA ----------------------------------------------------------------------------------------
+
+
+class _Trace:
+    """Stand-ins for CUDA streams and events that run nothing and record what they are asked."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple] = []
+        self.main = _FakeStream(self, "main")
+        self.current = self.main
+
+    def set_stream(self, stream: _FakeStream) -> None:
+        self.log.append(("set", stream.name))
+        self.current = stream
+
+    def current_stream(self) -> _FakeStream:
+        return self.current
+
+    def record_stream(self, tensor: torch.Tensor, stream: _FakeStream) -> None:
+        self.log.append(("record_stream", stream.name))
+
+    def cuda_streams(self, device: torch.device, side: int, events: int) -> CudaStreams:
+        return CudaStreams(
+            [_FakeStream(self, f"side{i + 1}") for i in range(side)],
+            [_FakeEvent(self, f"ev{i}") for i in range(events)],
+            lambda: _FakeEvent(self, "join"),
+            self.set_stream,
+            self.current_stream,
+            self.record_stream,
+        )
+
+
+class _FakeStream:
+    def __init__(self, trace: _Trace, name: str):
+        self.trace, self.name = trace, name
+
+    def wait_event(self, event: _FakeEvent) -> None:
+        self.trace.log.append(("wait", self.name, event.name))
+
+
+class _FakeEvent:
+    def __init__(self, trace: _Trace, name: str):
+        self.trace, self.name = trace, name
+
+    def record(self, stream: _FakeStream) -> None:
+        self.trace.log.append(("record", self.name, stream.name))
+
+
+def test_the_cuda_program_orders_streams_with_events(monkeypatch):
+    """The CUDA program, run on the CPU with stand-in streams: results equal eager, every event is
+    recorded on its producer's stream before a consumer's stream waits for it, one wait per
+    cross-stream wait of the schedule, side streams start after the caller's stream and end
+    before it, and the caller's stream is current again at the end."""
+    trace = _Trace()
+    monkeypatch.setattr(StreamMode, "for_device", classmethod(lambda cls, device: cls.CUDA))
+    monkeypatch.setattr(CudaStreams, "on", staticmethod(trace.cuda_streams))
+    model, x, module = branches_module(4, enable_out_variant=False)
+    program = module.prepared.program
+    assert program.streams.mode is StreamMode.CUDA
+    runtime = module.runtime()
+    for _ in range(2):
+        trace.log.clear()
+        for got, want in zip(runtime(x), model(x)):
+            torch.testing.assert_close(got, want)
+        schedule = module.prepared.schedule
+        name_of = {0: "main", **{s: f"side{s}" for s in range(1, schedule.num_streams)}}
+        stream_of = schedule.stream_of()
+        event_of = {producer: f"ev{i}" for i, producer in enumerate(schedule.events())}
+        recorded: dict[str, str] = {}
+        waited = []
+        for entry in trace.log:
+            if entry[0] == "record":
+                recorded[entry[1]] = entry[2]
+            elif entry[0] == "wait":
+                assert entry[2] in recorded, f"{entry} before its event was recorded"
+                waited.append((recorded[entry[2]], entry[1], entry[2]))
+        for wait in schedule.waits:
+            event = event_of[wait.producer]
+            assert (name_of[stream_of[wait.producer]], name_of[stream_of[wait.consumer]], event) in waited
+        begin = [e for e in trace.log if e[0] == "wait" and e[2] == "join" and e[1] != "main"]
+        assert len(begin) == schedule.num_streams - 1  # every side stream waits for the caller's first
+        assert trace.log[-1] == ("set", "main") and trace.current is trace.main
+        assert ("record_stream", "main") in trace.log or all(stream_of[op] == 0 for op in schedule.order[-1:])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; none is available here")
+def test_on_cuda_streams_results_equal_eager():
+    torch.manual_seed(0)
+    model = Branches(width=256).eval().cuda()
+    x = torch.randn(64, 256, device="cuda")
+    module = StaticModule(model, (x,), StaticOptions(streams=4, scheduler="parallel_steps"))
+    assert module.prepared.program.streams.mode is StreamMode.CUDA
+    runtime = module.runtime()
+    expected = model(x)
+    for _ in range(50):
+        DELAYS.update({branch: random.choice([0.0, 1e-4]) for branch in range(4)})
+        for got, want in zip(runtime(x), expected):
+            torch.testing.assert_close(got, want)
+    torch.cuda.synchronize()
