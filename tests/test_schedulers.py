@@ -32,7 +32,8 @@ from srbench.schedulers.schedule import build_schedule
 from srbench.schedulers.timeline import SerialResource, estimate
 
 # A cost model without overheads, so expected schedules follow from the op costs alone.
-FREE = CostModel(dispatch_seconds=0.0, wait_seconds=0.0, stream_seconds=0.0)
+FREE = CostModel(dispatch_seconds=0.0, wait_seconds=0.0, stream_seconds=0.0, cores=4.0)
+IDLE_TWO_CORES = CostModel(cores=2.0)
 
 
 def graph_of(deps: dict[str, str], costs: dict[str, float] | None = None, model: CostModel = FREE) -> OpGraph:
@@ -95,7 +96,7 @@ def test_parallel_steps_caps_the_ops_per_step():
 
 def test_critical_path_runs_heavy_branches_side_by_side():
     costs = {"x": 1e-6, "a1": 1e-3, "a2": 1e-3, "b1": 1e-3, "b2": 1e-3, "c": 1e-6}
-    schedule = schedule_graph(graph_of(TWO_BRANCHES, costs, CostModel()), "critical_path", streams=4)
+    schedule = schedule_graph(graph_of(TWO_BRANCHES, costs, IDLE_TWO_CORES), "critical_path", streams=4)
     streams = {frozenset(ops) for ops in schedule.streams}
     assert schedule.num_streams == 2
     assert frozenset({"a1", "a2"}) <= next(s for s in streams if "a1" in s)
@@ -107,9 +108,17 @@ def test_critical_path_runs_heavy_branches_side_by_side():
 
 def test_critical_path_keeps_branches_too_small_to_pay_on_one_stream():
     costs = dict.fromkeys(TWO_BRANCHES, 2e-6)  # each op about as long as a wake-up
-    schedule = schedule_graph(graph_of(TWO_BRANCHES, costs, CostModel()), "critical_path", streams=4)
+    schedule = schedule_graph(graph_of(TWO_BRANCHES, costs, IDLE_TWO_CORES), "critical_path", streams=4)
     assert schedule.streams == (tuple(TWO_BRANCHES),)
     assert schedule.notes["estimated_seconds"] == schedule.notes["estimated_seconds_by_streams"][1]
+
+
+def test_critical_path_keeps_one_stream_when_no_core_is_free():
+    """Heavy branches, but the machine runs one kernel at a time (its cores are busy): two
+    streams would only add their costs."""
+    costs = {"x": 1e-6, "a1": 1e-3, "a2": 1e-3, "b1": 1e-3, "b2": 1e-3, "c": 1e-6}
+    schedule = schedule_graph(graph_of(TWO_BRANCHES, costs, CostModel(cores=1.0)), "critical_path", streams=4)
+    assert schedule.num_streams == 1
 
 
 def test_bottom_levels_follow_the_longest_chain():
@@ -203,7 +212,7 @@ def test_the_serial_resource_books_the_earliest_free_slot():
 
 
 def test_the_timeline_charges_dispatch_serially_and_waits_across_streams():
-    model = CostModel(dispatch_seconds=1.0, wait_seconds=10.0, stream_seconds=100.0)
+    model = CostModel(dispatch_seconds=1.0, wait_seconds=10.0, stream_seconds=100.0, cores=2.0)
     graph = graph_of({"x": "", "a": "x", "b": "x"}, {"x": 0.0, "a": 5.0, "b": 5.0}, model)
     schedule = build_schedule("hand-made", graph, [("x", "a"), ("b",)])
     timeline = estimate(graph, schedule)

@@ -63,6 +63,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", type=Path, default=Path("results"), metavar="DIR", help="where to write (default results/)"
     )
     parser.add_argument(
+        "--streams",
+        type=_stream_counts,
+        default=[],
+        metavar="N,M",
+        help="also plan each zoo model for N streams and show the bytes against one stream, and the "
+        "latency gains a streams suite measured (e.g. 2,4)",
+    )
+    parser.add_argument(
+        "--schedulers",
+        type=comma_separated,
+        default=["critical_path", "parallel_steps"],
+        metavar="A,B",
+        help="schedulers for --streams (default: critical_path,parallel_steps)",
+    )
+    parser.add_argument(
+        "--suite-results",
+        type=Path,
+        default=Path("results/suites-summary.json"),
+        metavar="FILE",
+        help="suite summary to read measured gains from, for --streams (default: results/suites-summary.json)",
+    )
+    parser.add_argument(
         "--layout",
         action="append",
         type=_layout,
@@ -71,6 +93,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="draw this plan's memory layout (repeatable; default: each model's smallest plan)",
     )
     parser.set_defaults(run=run)
+
+
+def _stream_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in comma_separated(text)]
+    except ValueError:
+        counts = []
+    if not counts or any(count < 2 for count in counts):
+        raise argparse.ArgumentTypeError(f"expected stream counts of 2 or more, separated by commas; got {text!r}")
+    return counts
 
 
 def _layout(text: str) -> tuple[str, str]:
@@ -122,7 +154,27 @@ def run(args: argparse.Namespace) -> ExitStatus:
         f"\nwrote {written.json}, {written.markdown}, {written.html} and "
         f"{len(written.pictures)} picture(s) in {written.figure_dir}"
     )
-    return ExitStatus.of(done=len(comparison.rows), failed=len(comparison.failures) + len(written.failures))
+    failed = len(comparison.failures) + len(written.failures)
+    if args.streams:
+        from srbench.compare.streams import report_streams
+
+        models = [source.name for source in sources if source.zoo != "records"]
+        text, stream_failures = report_streams(
+            models,
+            planners,
+            args.streams,
+            args.schedulers,
+            args.out,
+            args.suite_results,
+            planner_options=options,
+            batch=args.batch,
+            decompose=args.decompose,
+        )
+        print("\n" + text + f"\nwrote {args.out / 'compare-streams.json'} and {args.out / 'compare-streams.md'}")
+        for failure in stream_failures:
+            print_error("compare", failure)
+        failed += len(stream_failures)
+    return ExitStatus.of(done=len(comparison.rows), failed=failed)
 
 
 def _check_layouts(layouts: Sequence[tuple[str, str]], sources: Sequence[str], planners: Sequence[str]) -> None:

@@ -22,12 +22,34 @@ from typing import TYPE_CHECKING
 from srbench.memory.records import DEFAULT_ALIGNMENT, RecordError, TensorUsageRecord
 
 if TYPE_CHECKING:
+    from srbench.graph import CapturedGraph
     from srbench.memory.lifetimes import LifetimeAnalysis
     from srbench.zoo import Zoo
 
 
 class SourceError(Exception):
     """A source whose records cannot be had; the message names it and says why."""
+
+
+def model_graph(
+    zoo: Zoo, name: str, *, batch: int | None = None, decompose: bool = False, quiet: bool = True
+) -> CapturedGraph:
+    """Capture the zoo model ``name`` (with ``batch`` example inputs, the core-ATen graph when
+    ``decompose``). ``quiet`` hides what torch.export prints while it fails, so the
+    :class:`SourceError` is the whole story."""
+    from srbench.graph import CaptureError, capture
+    from srbench.registry import UnknownPluginError
+    from srbench.zoo import ProviderUnavailable
+
+    try:
+        case = zoo.get(name)
+    except (UnknownPluginError, ProviderUnavailable) as error:
+        raise SourceError(str(error)) from error
+    try:
+        with _silenced(quiet):
+            return capture(case.model(), case.example_inputs(batch=batch), name=name, decompose=decompose)
+    except CaptureError as error:
+        raise SourceError(str(error)) from error
 
 
 def model_records(
@@ -39,24 +61,12 @@ def model_records(
     decompose: bool = False,
     quiet: bool = True,
 ) -> LifetimeAnalysis:
-    """Capture the zoo model ``name`` (with ``batch`` example inputs, the core-ATen graph when
-    ``decompose``) and analyse its tensors' lifetimes. ``quiet`` hides what torch.export prints
-    while it fails, so the :class:`SourceError` is the whole story."""
-    from srbench.graph import CaptureError, capture
+    """The lifetimes of the tensors of the zoo model ``name``, captured by :func:`model_graph`."""
     from srbench.memory.lifetimes import LifetimeError, analyze_lifetimes
-    from srbench.registry import UnknownPluginError
-    from srbench.zoo import ProviderUnavailable
 
+    captured = model_graph(zoo, name, batch=batch, decompose=decompose, quiet=quiet)
     try:
-        case = zoo.get(name)
-    except (UnknownPluginError, ProviderUnavailable) as error:
-        raise SourceError(str(error)) from error
-    try:
-        with _silenced(quiet):
-            captured = capture(case.model(), case.example_inputs(batch=batch), name=name, decompose=decompose)
         return analyze_lifetimes(captured.graph, alignment=alignment)
-    except CaptureError as error:
-        raise SourceError(str(error)) from error
     except LifetimeError as error:
         raise SourceError(f"cannot analyse model {name!r}: {error}") from error
 

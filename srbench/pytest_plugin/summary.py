@@ -131,7 +131,7 @@ METRICS: tuple[Metric, ...] = (
 TERMINAL_LEGEND = "LB: lower bound (plan/LB: of the planned tensors; gLB: of the whole graph); allocs: per run"
 
 # What identifies a case in a row, from its spec (``CaseSpec.to_json``), in this order.
-CASE_FIELDS = ("suite", "id", "model", "runtime", "planner", "threads", "device", "batch")
+CASE_FIELDS = ("suite", "id", "model", "runtime", "planner", "streams", "scheduler", "threads", "device", "batch")
 OUTCOME_MARKS = {"passed": "ok", "failed": "FAILED", "error": "ERROR", "xfailed": "xfail", "skipped": "skip"}
 
 

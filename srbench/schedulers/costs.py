@@ -17,6 +17,7 @@ charged more than a bare hand-off: a woken thread must also take the GIL back.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -30,13 +31,16 @@ if TYPE_CHECKING:  # torch is imported where it is used: the cost model itself i
 @dataclass(frozen=True)
 class CostModel:
     """Seconds per op dispatch (serial: GIL or host thread), per cross-stream wait, per extra
-    stream (start hand-off and join), and the rates used to estimate kernels from shapes."""
+    stream (start hand-off and join), the rates used to estimate kernels from shapes, and
+    ``cores``: how many kernels can really run at once (the machine's cores when it is idle;
+    about one when other processes keep every core busy)."""
 
     dispatch_seconds: float = 3e-6
     wait_seconds: float = 10e-6
     stream_seconds: float = 10e-6
     flops_per_second: float = 150e9
     bytes_per_second: float = 25e9
+    cores: float = float(os.cpu_count() or 1)
 
 
 DEFAULT_COST_MODEL = CostModel()
@@ -70,6 +74,8 @@ def node_flops(node: torch.fx.Node) -> int:
 
     if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
         return 0
+    if any("val" not in argument.meta for argument in node.all_input_nodes):
+        return 0  # an input without metadata (a constant a rewrite added): nothing to run fake on
     args = torch.fx.node.map_arg(node.args, lambda arg: arg.meta.get("val"))
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda arg: arg.meta.get("val"))
     fake_mode = detect_fake_mode(_meta_tensors((args, tuple(kwargs.values()))))
@@ -122,17 +128,71 @@ def measure_cost_model(repeats: int = 200) -> CostModel:
         dispatch = best(lambda: [torch.add(tiny, 1, out=tiny_out) for _ in range(100)], 20) / 100
     finally:
         torch.set_num_threads(previous)
+    handoff = handoff_seconds()
     return CostModel(
         dispatch_seconds=dispatch,
-        wait_seconds=2 * _handoff_seconds(),
-        stream_seconds=2 * _handoff_seconds(),
+        wait_seconds=2 * handoff,
+        stream_seconds=2 * handoff,
         flops_per_second=flops,
         bytes_per_second=bandwidth,
     )
 
 
-def _handoff_seconds(rounds: int = 2000) -> float:
-    """One lock hand-off between two threads: half a measured round trip."""
+def with_measured_machine(model: CostModel, threads: int) -> CostModel:
+    """``model`` with what this machine offers now: ``cores`` measured with ``threads`` threads
+    (:func:`measured_parallelism`), waits and extra streams charged at least a thread hand-off.
+    On an idle machine two threads run two kernels at once; on one whose cores other processes
+    keep busy they take turns, and concurrency only adds its costs: measured at prepare time,
+    the scheduler sees it and keeps one stream."""
+    from dataclasses import replace
+
+    handoff = 2 * handoff_seconds(200)
+    return replace(
+        model,
+        wait_seconds=max(model.wait_seconds, handoff),
+        stream_seconds=max(model.stream_seconds, handoff),
+        cores=measured_parallelism(threads),
+    )
+
+
+def measured_parallelism(threads: int, trials: int = 3) -> float:
+    """How many threads' worth of ATen kernels run at once now: ``threads`` threads each
+    running the same matrix products, against one thread running one share; between 1 and
+    ``threads`` (best of ``trials``)."""
+    import torch
+
+    if threads <= 1:
+        return 1.0
+    a, b = torch.randn(128, 256), torch.randn(256, 256)
+    outs = [torch.empty(128, 256) for _ in range(threads)]
+
+    def work(index: int) -> None:
+        for _ in range(8):
+            torch.mm(a, b, out=outs[index])
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        best = 1.0
+        for _ in range(trials):
+            start = time.perf_counter()
+            work(0)
+            alone = time.perf_counter() - start
+            workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+            start = time.perf_counter()
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            together = time.perf_counter() - start
+            best = max(best, threads * alone / together)
+    finally:
+        torch.set_num_threads(previous)
+    return min(best, float(threads))
+
+
+def handoff_seconds(rounds: int = 2000) -> float:
+    """One lock hand-off between two threads: half a measured round trip (mean of ``rounds``)."""
     ping, pong = threading.Lock(), threading.Lock()
     ping.acquire()
     pong.acquire()

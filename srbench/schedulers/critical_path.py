@@ -87,7 +87,7 @@ def _list_schedule(graph: OpGraph, streams: int) -> tuple[Schedule, float]:
             if not waiting[successor]:
                 ready.append(successor)
     schedule = build_schedule(NAME, graph, per_stream, priority=lambda op: (start[op], stream_of[op]))
-    return schedule, makespan(used, model)
+    return schedule, makespan(used, graph)
 
 
 def schedule(graph: OpGraph, *, streams: int, min_gain: float = 0.1) -> Schedule:

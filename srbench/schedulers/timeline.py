@@ -4,7 +4,8 @@ The model (:class:`~srbench.schedulers.costs.CostModel`): an op starts once its 
 and every op it depends on has ended (plus a wake-up when that op ran on another stream); its
 dispatch then needs the one serial resource (the GIL, or the host thread launching CUDA
 kernels) for ``dispatch_seconds``, and its kernel runs for its cost without it. Extra streams
-start ``stream_seconds`` late (the hand-off) and join ``stream_seconds`` late. Schedulers use
+start ``stream_seconds`` late (the hand-off) and join ``stream_seconds`` late, and a run never
+takes less than its ops' total time spread over the machine's free ``cores``. Schedulers use
 :class:`SerialResource` and :func:`earliest_start` to build schedules; :func:`estimate` gives the
 makespan of any schedule, to compare them.
 """
@@ -15,7 +16,6 @@ import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from srbench.schedulers.costs import CostModel
 from srbench.schedulers.graph import OpGraph
 from srbench.schedulers.schedule import Schedule
 
@@ -58,9 +58,13 @@ def earliest_start(
     return start
 
 
-def makespan(stream_ends: Mapping[int, float], model: CostModel) -> float:
-    """End of a run: the last stream's end, extra streams joining ``stream_seconds`` late."""
-    return max((t + (model.stream_seconds if s else 0.0) for s, t in stream_ends.items()), default=0.0)
+def makespan(stream_ends: Mapping[int, float], graph: OpGraph) -> float:
+    """End of a run: the last stream's end, extra streams joining ``stream_seconds`` late; and
+    never less than the ops' total time spread over the cores that can run them at once."""
+    model = graph.cost_model
+    joined = max((t + (model.stream_seconds if s else 0.0) for s, t in stream_ends.items()), default=0.0)
+    work = sum(graph.cost(op) for op in graph.ops) + len(graph.ops) * model.dispatch_seconds
+    return max(joined, work / max(1.0, min(float(len(stream_ends)), model.cores)))
 
 
 @dataclass(frozen=True)
@@ -83,4 +87,4 @@ def estimate(graph: OpGraph, schedule: Schedule) -> Timeline:
         ready = earliest_start(op, s, graph, free[s], end, stream_of)
         start[op] = serial.reserve(ready, model.dispatch_seconds)
         end[op] = free[s] = start[op] + model.dispatch_seconds + graph.cost(op)
-    return Timeline(start, end, makespan(free, model))
+    return Timeline(start, end, makespan(free, graph))

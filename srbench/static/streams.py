@@ -27,7 +27,7 @@ from srbench.memory.records import TensorUsageRecord
 from srbench.options import StaticOptions
 from srbench.planners import PlanResult
 from srbench.schedulers import Schedule, schedule_graph
-from srbench.schedulers.costs import CUDA_COST_MODEL, DEFAULT_COST_MODEL
+from srbench.schedulers.costs import CUDA_COST_MODEL, DEFAULT_COST_MODEL, with_measured_machine
 from srbench.schedulers.from_fx import op_graph, tensor_uses
 from srbench.static.choose import NodePlan, RunAs
 from srbench.static.resolve import Resolution
@@ -72,14 +72,17 @@ def plan_streams(
     """Schedule ``ops`` (the nodes that run code each run) and plan memory for the schedule.
 
     On CUDA the prepare-time timings measured kernel launches, not kernels, so costs are
-    estimated from shapes there."""
+    estimated from shapes there. On the CPU the cores free now and a thread hand-off are
+    measured (:func:`~srbench.schedulers.costs.with_measured_machine`): on a busy machine the
+    scheduler then keeps one stream."""
     mode = StreamMode.for_device(device)
+    threads = mode is StreamMode.THREADS
     graph_of_ops = op_graph(
         graph,
         analysis,
         runs=set(ops),
-        measured=measured_seconds(plans, resolutions) if mode is StreamMode.THREADS else None,
-        cost_model=CUDA_COST_MODEL if mode is StreamMode.CUDA else DEFAULT_COST_MODEL,
+        measured=measured_seconds(plans, resolutions) if threads else None,
+        cost_model=with_measured_machine(DEFAULT_COST_MODEL, options.streams) if threads else CUDA_COST_MODEL,
     )
     schedule = schedule_graph(graph_of_ops, options.scheduler, streams=options.streams)
     if schedule.num_streams == 1:
