@@ -87,3 +87,4 @@ def test_the_machine_is_measured_for_the_scheduler():
     measured = with_measured_machine(CostModel(wait_seconds=0.0, stream_seconds=0.0), 2)
     assert measured.wait_seconds > 0 and measured.stream_seconds > 0
     assert 1.0 <= measured.cores <= 2.0
+    assert measured.contention_seconds >= 0.0

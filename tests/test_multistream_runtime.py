@@ -351,3 +351,41 @@ def test_on_cuda_streams_results_equal_eager():
         for got, want in zip(runtime(x), expected):
             torch.testing.assert_close(got, want)
     torch.cuda.synchronize()
+
+
+# -- a tentative schedule is measured against one stream at prepare time ------------------------
+
+
+def _with_twin():
+    """A multistream program (parallel steps) with its one-stream twin attached, as prepare
+    attaches it to a tentative schedule."""
+    from dataclasses import replace
+
+    torch.manual_seed(0)
+    model, x = Branches().eval(), torch.randn(3, 16)
+    several = StaticModule(model, (x,), StaticOptions(streams=2, scheduler="parallel_steps"))
+    one = StaticModule(model, (x,), StaticOptions())
+    twin = replace(one.prepared, schedule=several.prepared.schedule)
+    return several, replace(several.prepared, one_stream=twin), x
+
+
+@pytest.mark.parametrize(("medians", "kept_streams"), [((1.0, 2.0), 2), ((1.0, 1.02), 1), ((3.0, 1.0), 1)])
+def test_the_faster_program_is_kept(monkeypatch, medians, kept_streams):
+    from srbench.static import stream_choice
+
+    module, prepared, x = _with_twin()
+    monkeypatch.setattr(stream_choice, "_medians", lambda module, candidates, inputs: list(medians))
+    kept = stream_choice.keep_faster(module, prepared, (x,))
+    assert kept.streams_used == kept_streams and kept.one_stream is None
+    assert kept.schedule.notes["measured_seconds"] == {1: medians[1], 2: medians[0]}
+
+
+def test_the_measurement_runs_both_programs_on_copies_of_the_inputs():
+    from srbench.static import stream_choice
+
+    module, prepared, x = _with_twin()
+    before = x.clone()
+    kept = stream_choice.keep_faster(module, prepared, (x,))
+    torch.testing.assert_close(x, before, rtol=0, atol=0)
+    assert set(kept.schedule.notes["measured_seconds"]) == {1, 2}
+    assert all(seconds > 0 for seconds in kept.schedule.notes["measured_seconds"].values())

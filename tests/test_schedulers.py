@@ -32,7 +32,7 @@ from srbench.schedulers.schedule import build_schedule
 from srbench.schedulers.timeline import SerialResource, estimate
 
 # A cost model without overheads, so expected schedules follow from the op costs alone.
-FREE = CostModel(dispatch_seconds=0.0, wait_seconds=0.0, stream_seconds=0.0, cores=4.0)
+FREE = CostModel(dispatch_seconds=0.0, wait_seconds=0.0, stream_seconds=0.0, cores=4.0, contention_seconds=0.0)
 IDLE_TWO_CORES = CostModel(cores=2.0)
 
 
@@ -119,6 +119,16 @@ def test_critical_path_keeps_one_stream_when_no_core_is_free():
     costs = {"x": 1e-6, "a1": 1e-3, "a2": 1e-3, "b1": 1e-3, "b2": 1e-3, "c": 1e-6}
     schedule = schedule_graph(graph_of(TWO_BRANCHES, costs, CostModel(cores=1.0)), "critical_path", streams=4)
     assert schedule.num_streams == 1
+
+
+def test_critical_path_keeps_one_stream_when_streams_fight_over_the_gil():
+    """Ops of 20 us, but each dispatch costs 30 us more when two threads take turns at the GIL
+    (a loaded machine): concurrency would only slow the run down."""
+    costs = dict.fromkeys(TWO_BRANCHES, 20e-6)
+    model = CostModel(cores=2.0, contention_seconds=30e-6)
+    assert schedule_graph(graph_of(TWO_BRANCHES, costs, model), "critical_path", streams=2).num_streams == 1
+    idle = CostModel(cores=2.0, contention_seconds=0.0, wait_seconds=1e-6, stream_seconds=1e-6)
+    assert schedule_graph(graph_of(TWO_BRANCHES, costs, idle), "critical_path", streams=2).num_streams == 2
 
 
 def test_bottom_levels_follow_the_longest_chain():
@@ -212,7 +222,7 @@ def test_the_serial_resource_books_the_earliest_free_slot():
 
 
 def test_the_timeline_charges_dispatch_serially_and_waits_across_streams():
-    model = CostModel(dispatch_seconds=1.0, wait_seconds=10.0, stream_seconds=100.0, cores=2.0)
+    model = CostModel(dispatch_seconds=1.0, wait_seconds=10.0, stream_seconds=100.0, cores=2.0, contention_seconds=0.0)
     graph = graph_of({"x": "", "a": "x", "b": "x"}, {"x": 0.0, "a": 5.0, "b": 5.0}, model)
     schedule = build_schedule("hand-made", graph, [("x", "a"), ("b",)])
     timeline = estimate(graph, schedule)

@@ -31,11 +31,15 @@ if TYPE_CHECKING:  # torch is imported where it is used: the cost model itself i
 @dataclass(frozen=True)
 class CostModel:
     """Seconds per op dispatch (serial: GIL or host thread), per cross-stream wait, per extra
-    stream (start hand-off and join), the rates used to estimate kernels from shapes, and
+    stream (start hand-off and join), the rates used to estimate kernels from shapes,
     ``cores``: how many kernels can really run at once (the machine's cores when it is idle;
-    about one when other processes keep every core busy)."""
+    about one when other processes keep every core busy), and ``contention_seconds``: what each
+    dispatch costs more when several streams take turns at the GIL (a thread that gives the GIL
+    up waits until the next one has taken it: microseconds on an idle machine, far more when the
+    next thread first has to wait for a core)."""
 
     dispatch_seconds: float = 3e-6
+    contention_seconds: float = 2e-6
     wait_seconds: float = 10e-6
     stream_seconds: float = 10e-6
     flops_per_second: float = 150e9
@@ -140,7 +144,8 @@ def measure_cost_model(repeats: int = 200) -> CostModel:
 
 def with_measured_machine(model: CostModel, threads: int) -> CostModel:
     """``model`` with what this machine offers now: ``cores`` measured with ``threads`` threads
-    (:func:`measured_parallelism`), waits and extra streams charged at least a thread hand-off.
+    (:func:`measured_parallelism`), the GIL's contention (:func:`measured_contention`), waits
+    and extra streams charged at least a thread hand-off.
     On an idle machine two threads run two kernels at once; on one whose cores other processes
     keep busy they take turns, and concurrency only adds its costs: measured at prepare time,
     the scheduler sees it and keeps one stream."""
@@ -152,7 +157,38 @@ def with_measured_machine(model: CostModel, threads: int) -> CostModel:
         wait_seconds=max(model.wait_seconds, handoff),
         stream_seconds=max(model.stream_seconds, handoff),
         cores=measured_parallelism(threads),
+        contention_seconds=measured_contention(),
     )
+
+
+def measured_contention(ops: int = 200, trials: int = 3) -> float:
+    """Seconds each op dispatch costs more when two threads dispatch tiny ops at once than when
+    one thread dispatches them all (median of ``trials``)."""
+    import statistics
+
+    import torch
+
+    source = torch.randn(16)
+    outs = [torch.empty(16), torch.empty(16)]
+
+    def chain(count: int, out: torch.Tensor) -> None:
+        for _ in range(count):
+            torch.add(source, 1, out=out)
+
+    penalties = []
+    for _ in range(trials):
+        start = time.perf_counter()
+        chain(2 * ops, outs[0])
+        alone = time.perf_counter() - start
+        workers = [threading.Thread(target=chain, args=(ops, out)) for out in outs]
+        start = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        together = time.perf_counter() - start
+        penalties.append(max(0.0, (together - alone) / (2 * ops)))
+    return statistics.median(penalties)
 
 
 def measured_parallelism(threads: int, trials: int = 3) -> float:

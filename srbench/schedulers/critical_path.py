@@ -13,7 +13,9 @@ its producer's stream, where it starts sooner than anywhere else.
 The whole schedule is then judged: with 1, 2, ... ``streams`` streams, the estimated makespans
 are compared and more streams are kept only when they are estimated to save at least
 ``min_gain`` of the time of the best schedule with fewer. A graph whose parallelism does not pay
-is scheduled on one stream, in the captured graph's order.
+is scheduled on one stream, in the captured graph's order. A schedule on several streams is
+*tentative*: the static runtime runs it and one stream side by side at prepare time and keeps
+the faster, so a machine busier than the estimate thought never makes the run slower.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import replace
 from srbench.schedulers import sequential
 from srbench.schedulers.graph import OpGraph
 from srbench.schedulers.schedule import Schedule, build_schedule
-from srbench.schedulers.timeline import SerialResource, earliest_start, estimate, makespan
+from srbench.schedulers.timeline import SerialResource, dispatch_seconds, earliest_start, estimate, makespan
 
 NAME = "critical_path"
 
@@ -45,7 +47,8 @@ CANDIDATES = 32
 
 def _list_schedule(graph: OpGraph, streams: int) -> tuple[Schedule, float]:
     model = graph.cost_model
-    quantum = max(model.dispatch_seconds, 1e-7)  # start times closer than this count as equal
+    dispatch = dispatch_seconds(model, streams)
+    quantum = max(dispatch, 1e-7)  # start times closer than this count as equal
     rank = {op: i for i, op in enumerate(graph.ops)}
     level = bottom_levels(graph)
     successors = graph.successors()
@@ -78,8 +81,8 @@ def _list_schedule(graph: OpGraph, streams: int) -> tuple[Schedule, float]:
         assert best is not None
         _, op, stream, ready_at = best
         ready.remove(op)
-        start[op] = serial.reserve(ready_at, model.dispatch_seconds)
-        end[op] = free[stream] = used[stream] = start[op] + model.dispatch_seconds + graph.cost(op)
+        start[op] = serial.reserve(ready_at, dispatch)
+        end[op] = free[stream] = used[stream] = start[op] + dispatch + graph.cost(op)
         stream_of[op], last_on[stream] = stream, op
         per_stream[stream].append(op)
         for successor in successors[op]:
@@ -102,4 +105,4 @@ def schedule(graph: OpGraph, *, streams: int, min_gain: float = 0.1) -> Schedule
     notes = {"estimated_seconds": best_seconds, "estimated_seconds_by_streams": considered}
     if best is None:
         return build_schedule(NAME, graph, [graph.ops], notes=notes)
-    return replace(best, notes=notes)
+    return replace(best, notes=notes, tentative=True)  # estimated: the runtime checks it

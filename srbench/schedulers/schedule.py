@@ -45,7 +45,9 @@ class Schedule:
     predecessor and after the producers it waits for): the order a single host thread issues
     them in on CUDA, and the time axis multistream lifetimes are measured on
     (:mod:`srbench.memory.concurrency`). ``notes`` carries what the scheduler wants reported
-    (estimated times, the streams it considered).
+    (estimated times, the streams it considered). ``tentative``: the scheduler's gain is an
+    estimate the runtime should check: it keeps the schedule only if it measures faster than
+    one stream at prepare time.
     """
 
     scheduler: str
@@ -53,6 +55,7 @@ class Schedule:
     waits: tuple[CrossStreamWait, ...]
     order: tuple[str, ...]
     notes: Mapping[str, object] = field(default_factory=dict)
+    tentative: bool = False
 
     @property
     def num_streams(self) -> int:

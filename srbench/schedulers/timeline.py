@@ -3,7 +3,8 @@
 The model (:class:`~srbench.schedulers.costs.CostModel`): an op starts once its stream is free
 and every op it depends on has ended (plus a wake-up when that op ran on another stream); its
 dispatch then needs the one serial resource (the GIL, or the host thread launching CUDA
-kernels) for ``dispatch_seconds``, and its kernel runs for its cost without it. Extra streams
+kernels) for ``dispatch_seconds`` (plus ``contention_seconds`` when several streams take turns
+at it), and its kernel runs for its cost without it. Extra streams
 start ``stream_seconds`` late (the hand-off) and join ``stream_seconds`` late, and a run never
 takes less than its ops' total time spread over the machine's free ``cores``. Schedulers use
 :class:`SerialResource` and :func:`earliest_start` to build schedules; :func:`estimate` gives the
@@ -16,6 +17,7 @@ import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from srbench.schedulers.costs import CostModel
 from srbench.schedulers.graph import OpGraph
 from srbench.schedulers.schedule import Schedule
 
@@ -58,6 +60,11 @@ def earliest_start(
     return start
 
 
+def dispatch_seconds(model: CostModel, streams: int) -> float:
+    """What dispatching one op holds the serial resource for: more when streams contend for it."""
+    return model.dispatch_seconds + (model.contention_seconds if streams > 1 else 0.0)
+
+
 def makespan(stream_ends: Mapping[int, float], graph: OpGraph) -> float:
     """End of a run: the last stream's end, extra streams joining ``stream_seconds`` late; and
     never less than the ops' total time spread over the cores that can run them at once."""
@@ -82,9 +89,10 @@ def estimate(graph: OpGraph, schedule: Schedule) -> Timeline:
     serial = SerialResource()
     start: dict[str, float] = {}
     end: dict[str, float] = {}
+    dispatch = dispatch_seconds(model, schedule.num_streams)
     for op in schedule.order:
         s = stream_of[op]
         ready = earliest_start(op, s, graph, free[s], end, stream_of)
-        start[op] = serial.reserve(ready, model.dispatch_seconds)
-        end[op] = free[s] = start[op] + model.dispatch_seconds + graph.cost(op)
+        start[op] = serial.reserve(ready, dispatch)
+        end[op] = free[s] = start[op] + dispatch + graph.cost(op)
     return Timeline(start, end, makespan(free, graph))

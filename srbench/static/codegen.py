@@ -17,6 +17,7 @@ import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -149,6 +150,12 @@ class Program:
     static_nodes: Mapping[str, str]
     timed: tuple[TimedNode, ...]
     streams: StreamProgram | None = None  # how the ops run on several streams, if they do
+
+    def compiled(self, name: str) -> dict[str, CodeType]:
+        """The generated functions' code objects, by function name (``name`` labels tracebacks)."""
+        namespace: dict[str, Any] = {}
+        exec(compile(self.source, f"<srbench static {name}>", "exec"), namespace)
+        return {key: value.__code__ for key, value in namespace.items() if callable(value)}
 
 
 class _Names:

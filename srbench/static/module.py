@@ -16,6 +16,7 @@ from srbench.static.errors import InputSignatureError
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
 from srbench.static.prepared import InputSpec, PreparedGraph, input_key, prepare_graph
 from srbench.static.runtime import StaticRuntime
+from srbench.static.stream_choice import keep_faster
 
 
 def _describe(value: Any) -> str:
@@ -75,9 +76,8 @@ class StaticModule:
 
     def _prepare(self, inputs: tuple) -> PreparedGraph:
         prepared = prepare_graph(self.model, inputs, self.options, name=self.name, out_variants=self.out_variants)
-        namespace: dict[str, Any] = {}
-        exec(compile(prepared.program.source, f"<srbench static {self.name}>", "exec"), namespace)
-        self._code[prepared.key] = {name: fn.__code__ for name, fn in namespace.items() if callable(fn)}
+        prepared = keep_faster(self, prepared, inputs)  # several streams only where measured faster
+        self._code[prepared.key] = prepared.program.compiled(self.name)
         self._prepared[prepared.key] = prepared
         return prepared
 

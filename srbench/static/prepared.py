@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -103,6 +103,13 @@ class PreparedGraph:
     seconds: float
     rewrites: tuple[Rewrite, ...] = ()  # what the prepare-time passes did, and refused with the reason
     schedule: Schedule | None = None  # the scheduler's answer, when several streams were asked for
+    # a tentative multistream program's one-stream twin, until prepare time measures which is faster
+    one_stream: PreparedGraph | None = None
+
+    @property
+    def streams_used(self) -> int:
+        """Streams the program runs on (1 where the scheduler or the measurement kept one)."""
+        return self.program.streams.schedule.num_streams if self.program.streams else 1
 
     @property
     def key(self) -> tuple:
@@ -251,32 +258,50 @@ def prepare_graph(
 
     out_spec = captured.exported.call_spec.out_spec
     specs = tuple(InputSpec.of(x) for x in inputs)
-    writer = (StreamCodeWriter if options.streams > 1 else CodeWriter)(
-        graph,
-        plans,
-        user_inputs,
-        {n: v for n, v in values.items() if n in constant_nodes},
-        out_spec,
-        mutations,
-        [spec.guard for spec in specs],
-        _last_reader(graph, slab_records),
-    )
-    bodies = writer.node_bodies()
-    streams = (
-        plan_streams(
-            graph, analysis, [op for op, _ in bodies], plans, resolutions, options, device, slab_records, arena_records
+
+    def writer_of(cls: type[CodeWriter]) -> CodeWriter:
+        constants = {n: v for n, v in values.items() if n in constant_nodes}
+        guards = [spec.guard for spec in specs]
+        return cls(graph, plans, user_inputs, constants, out_spec, mutations, guards, _last_reader(graph, slab_records))
+
+    def one_stream(program_writer: CodeWriter, bodies: list[tuple[str, list[str]]]) -> PreparedGraph:
+        plan, output_plan = _plan(slab_records, options.planner), _plan(arena_records, options.planner)
+        cleanup = plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
+        return PreparedGraph(
+            inputs=specs,
+            input_names=tuple(user_inputs),
+            captured=captured,
+            analysis=analysis,
+            plans=tuple(plans),
+            plan=plan,
+            managed=_managed_tensors(plans, slab_records, plan),
+            output_plan=output_plan,
+            output_arena=_managed_tensors(plans, arena_records, output_plan),
+            program=program_writer.assemble(bodies, cleanup),
+            device=device,
+            seconds=time.perf_counter() - start,
+            rewrites=rewrites,
         )
-        if options.streams > 1
-        else None
-    )
-    concurrent = streams if streams is not None and streams.schedule.num_streams > 1 else None
-    plan = concurrent.plan if concurrent else _plan(slab_records, options.planner)
-    output_plan = concurrent.output_plan if concurrent else _plan(arena_records, options.planner)
+
+    writer = writer_of(StreamCodeWriter if options.streams > 1 else CodeWriter)
+    bodies = writer.node_bodies()
+    if options.streams == 1 or not isinstance(writer, StreamCodeWriter):
+        return one_stream(writer, bodies)
+    ops = [op for op, _ in bodies]
+    streams = plan_streams(graph, analysis, ops, plans, resolutions, options, device, slab_records, arena_records)
+    if streams.schedule.num_streams == 1:  # the scheduler keeps one stream: the one-stream program
+        return replace(one_stream(writer, bodies), schedule=streams.schedule)
+    mode = StreamMode.for_device(device)
+    plan, output_plan = streams.plan, streams.output_plan
     cleanup = plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
-    if concurrent and isinstance(writer, StreamCodeWriter):
-        program = writer.assemble_streams(bodies, concurrent.schedule, StreamMode.for_device(device), cleanup)
-    else:
-        program = writer.assemble(bodies, cleanup)
+    if streams.schedule.tentative and written & (set(user_inputs) | constant_nodes):
+        # a run writes the model's inputs or buffers: it is not run again at prepare time to
+        # measure the estimate, and an unmeasured gain is not taken
+        return replace(one_stream(writer, bodies), schedule=streams.schedule)
+    alternative = None
+    if streams.schedule.tentative and mode is StreamMode.THREADS:  # measured against it at prepare time
+        plain = writer_of(CodeWriter)
+        alternative = replace(one_stream(plain, plain.node_bodies()), schedule=streams.schedule)
     return PreparedGraph(
         inputs=specs,
         input_names=tuple(user_inputs),
@@ -287,9 +312,10 @@ def prepare_graph(
         managed=_managed_tensors(plans, slab_records, plan),
         output_plan=output_plan,
         output_arena=_managed_tensors(plans, arena_records, output_plan),
-        program=program,
+        program=writer.assemble_streams(bodies, streams.schedule, mode, cleanup),
         device=device,
         seconds=time.perf_counter() - start,
         rewrites=rewrites,
-        schedule=streams.schedule if streams else None,
+        schedule=streams.schedule,
+        one_stream=alternative,
     )

@@ -16,6 +16,7 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -65,9 +66,11 @@ class StaticRuntime:
     after the run.
     """
 
-    def __init__(self, module: StaticModule):
+    def __init__(self, module: StaticModule, device: torch.device | None = None):
+        """``device``: where the slab lives (the module's device; given while the module is still
+        preparing its first shape)."""
         self.module = module
-        device = module.prepared.device
+        device = device if device is not None else module.prepared.device
         self._slab = torch.empty(0, dtype=torch.uint8, device=device)
         self._arena = torch.empty(0, dtype=torch.uint8, device=device)
         self._bound: dict[tuple, BoundProgram] = {}
@@ -132,7 +135,9 @@ class StaticRuntime:
             bound = self._bound[key] = self._bind(self.module.prepared_for(inputs))
         return bound
 
-    def _bind(self, prepared: PreparedGraph) -> BoundProgram:
+    def _bind(self, prepared: PreparedGraph, code: Mapping[str, CodeType] | None = None) -> BoundProgram:
+        """``prepared`` bound to this runtime's memory; ``code``: its compiled functions, when not
+        the module's (a program tried at prepare time)."""
         program = prepared.program
         slab, arena = self._slab.untyped_storage(), self._arena.untyped_storage()
         _grow(slab, prepared.slab_bytes)
@@ -153,7 +158,7 @@ class StaticRuntime:
                 env.update({node: namespace[view.name] for node in holders[view.name]})
         if self.module.options.cleanup_activations:
             slab.resize_(0)
-        code = self.module.code(prepared)
+        code = code if code is not None else self.module.code(prepared)
         if program.streams is not None:
             streams = bind_streams(program.streams, namespace, code, prepared.device, self)
             hooks = dataclasses.replace(hooks, streams=streams)
