@@ -3,7 +3,8 @@
 ``static_options`` parametrizes a test over every combination of the static runtime's switches
 (out variants, cleanup, managed outputs, decompose); ``conformance`` runs PyTorch Static Runtime's
 test protocol on a model under given options and compares everything eager does; ``reachability``
-is the brute-force happens-before oracle of the scheduler tests.
+is the brute-force happens-before oracle of the scheduler tests; ``two_branch_model`` the
+multistream tests' smallest model with independent branches.
 """
 
 from __future__ import annotations
@@ -125,3 +126,21 @@ def _reachability(schedule: Schedule) -> Callable[[str], set[str]]:
 def reachability() -> Callable[[Schedule], Callable[[str], set[str]]]:
     """``reachability(schedule)(op)``: the ops a schedule orders after ``op`` (brute force)."""
     return _reachability
+
+
+class _TwoBranches(torch.nn.Module):
+    """Two MLP branches of one input, added: the smallest graph with ops that may run at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 32))
+        self.right = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.left(x) + self.right(x)
+
+
+@pytest.fixture(scope="session")
+def two_branch_model() -> Callable[[], torch.nn.Module]:
+    """``two_branch_model()``: a new two-branch MLP taking ``[batch, 32]`` inputs."""
+    return _TwoBranches

@@ -15,18 +15,8 @@ from srbench.memory.lifetimes import analyze_lifetimes
 from srbench.schedulers.costs import CostModel, measured_parallelism, with_measured_machine
 
 
-class TwoBranches(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.left = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 32))
-        self.right = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 32))
-
-    def forward(self, x):
-        return self.left(x) + self.right(x)
-
-
-def test_bytes_on_several_streams_against_one():
-    captured = capture(TwoBranches(), (torch.randn(8, 32),))
+def test_bytes_on_several_streams_against_one(two_branch_model):
+    captured = capture(two_branch_model(), (torch.randn(8, 32),))
     rows = stream_bytes("two", captured.graph, analyze_lifetimes(captured.graph), ["greedy_by_size"], [2, 4])
     by = {(row.scheduler, row.streams): row for row in rows}
     steps = by[("parallel_steps", 2)]

@@ -139,20 +139,10 @@ def test_uses_by_unscheduled_ops_are_an_error():
         concurrent_records([TensorUsageRecord("a1", 0, 1, 64)], uses, TWO_STREAMS)
 
 
-class TwoBranches(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.left = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 32))
-        self.right = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.Linear(256, 32))
-
-    def forward(self, x):
-        return self.left(x) + self.right(x)
-
-
-def test_a_captured_two_branch_model():
+def test_a_captured_two_branch_model(two_branch_model):
     """The same story on a real graph: its single-stream plan is unsafe on the two-stream
     schedule, and its multistream plan is safe, with every planner."""
-    captured = capture(TwoBranches(), (torch.randn(8, 32),))
+    captured = capture(two_branch_model(), (torch.randn(8, 32),))
     analysis = analyze_lifetimes(captured.graph)
     graph = op_graph(captured.graph, analysis)
     schedule = schedule_graph(graph, "parallel_steps", streams=2)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -264,9 +264,12 @@ def prepare_graph(
         guards = [spec.guard for spec in specs]
         return cls(graph, plans, user_inputs, constants, out_spec, mutations, guards, _last_reader(graph, slab_records))
 
-    def one_stream(program_writer: CodeWriter, bodies: list[tuple[str, list[str]]]) -> PreparedGraph:
-        plan, output_plan = _plan(slab_records, options.planner), _plan(arena_records, options.planner)
-        cleanup = plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
+    def cleanup_of(plan: PlanResult | None) -> int | None:
+        return plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
+
+    def prepared_with(
+        plan: PlanResult | None, output_plan: PlanResult | None, program: Program, **streams: Any
+    ) -> PreparedGraph:
         return PreparedGraph(
             inputs=specs,
             input_names=tuple(user_inputs),
@@ -277,11 +280,16 @@ def prepare_graph(
             managed=_managed_tensors(plans, slab_records, plan),
             output_plan=output_plan,
             output_arena=_managed_tensors(plans, arena_records, output_plan),
-            program=program_writer.assemble(bodies, cleanup),
+            program=program,
             device=device,
             seconds=time.perf_counter() - start,
             rewrites=rewrites,
+            **streams,
         )
+
+    def one_stream(program_writer: CodeWriter, bodies: list[tuple[str, list[str]]], **streams: Any) -> PreparedGraph:
+        plan, output_plan = _plan(slab_records, options.planner), _plan(arena_records, options.planner)
+        return prepared_with(plan, output_plan, program_writer.assemble(bodies, cleanup_of(plan)), **streams)
 
     writer = writer_of(StreamCodeWriter if options.streams > 1 else CodeWriter)
     bodies = writer.node_bodies()
@@ -289,33 +297,17 @@ def prepare_graph(
         return one_stream(writer, bodies)
     ops = [op for op, _ in bodies]
     streams = plan_streams(graph, analysis, ops, plans, resolutions, options, device, slab_records, arena_records)
-    if streams.schedule.num_streams == 1:  # the scheduler keeps one stream: the one-stream program
-        return replace(one_stream(writer, bodies), schedule=streams.schedule)
-    mode = StreamMode.for_device(device)
-    plan, output_plan = streams.plan, streams.output_plan
-    cleanup = plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
-    if streams.schedule.tentative and written & (set(user_inputs) | constant_nodes):
+    schedule = streams.schedule
+    if schedule.num_streams == 1:  # the scheduler keeps one stream: the one-stream program
+        return one_stream(writer, bodies, schedule=schedule)
+    if schedule.tentative and written & (set(user_inputs) | constant_nodes):
         # a run writes the model's inputs or buffers: it is not run again at prepare time to
         # measure the estimate, and an unmeasured gain is not taken
-        return replace(one_stream(writer, bodies), schedule=streams.schedule)
+        return one_stream(writer, bodies, schedule=schedule)
+    mode = StreamMode.for_device(device)
     alternative = None
-    if streams.schedule.tentative and mode is StreamMode.THREADS:  # measured against it at prepare time
+    if schedule.tentative and mode is StreamMode.THREADS:  # measured against it at prepare time
         plain = writer_of(CodeWriter)
-        alternative = replace(one_stream(plain, plain.node_bodies()), schedule=streams.schedule)
-    return PreparedGraph(
-        inputs=specs,
-        input_names=tuple(user_inputs),
-        captured=captured,
-        analysis=analysis,
-        plans=tuple(plans),
-        plan=plan,
-        managed=_managed_tensors(plans, slab_records, plan),
-        output_plan=output_plan,
-        output_arena=_managed_tensors(plans, arena_records, output_plan),
-        program=writer.assemble_streams(bodies, streams.schedule, mode, cleanup),
-        device=device,
-        seconds=time.perf_counter() - start,
-        rewrites=rewrites,
-        schedule=streams.schedule,
-        one_stream=alternative,
-    )
+        alternative = one_stream(plain, plain.node_bodies(), schedule=schedule)
+    program = writer.assemble_streams(bodies, schedule, mode, cleanup_of(streams.plan))
+    return prepared_with(streams.plan, streams.output_plan, program, schedule=schedule, one_stream=alternative)
