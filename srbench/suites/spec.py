@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -70,14 +69,6 @@ class CaseSpec:
         fields = {key: value for key, value in asdict(self).items() if key != "options"}
         options = {option.name: self.option(option.name) for option in options_of()}
         return {"id": self.id, **fields, **options, "honours": list(self.honours)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CaseSpec:
-        """The inverse of :meth:`to_json` (options the runtime does not read take their defaults)."""
-        names = {option.name for option in options_of()}
-        options = RuntimeOptions(**{key: value for key, value in data.items() if key in names and value is not None})
-        fields = {key: value for key, value in data.items() if key not in names and key != "id"}
-        return cls(**{**fields, "options": options, "honours": tuple(fields.get("honours", ()))})
 
 
 @dataclass(frozen=True)
