@@ -26,3 +26,22 @@ def op_schema(node: torch.fx.Node) -> torch.FunctionSchema:
     if not isinstance(node.target, torch._ops.OpOverload):
         raise TypeError(f"node {node.name!r} does not call an ATen op: {node.format_node()}")
     return node.target._schema
+
+
+def written_arguments(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The argument nodes an ATen op writes in place, per its schema (``Tensor(a!)``), lists of
+    tensors included; none for a node that does not call an ATen op."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return []
+    written: list[torch.fx.Node] = []
+    for index, argument in enumerate(target._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = (
+            node.args[index] if index < len(node.args) and not argument.kwarg_only else node.kwargs.get(argument.name)
+        )
+        written += [
+            item for item in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(item, torch.fx.Node)
+        ]
+    return written

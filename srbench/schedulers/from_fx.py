@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 import torch
 import torch.fx
 
+from srbench.graph.nodes import written_arguments
 from srbench.memory.concurrency import TensorUses
 from srbench.memory.lifetimes import LifetimeAnalysis
 from srbench.schedulers.costs import DEFAULT_COST_MODEL, CostModel, estimate_seconds
@@ -33,18 +34,7 @@ def _written_arguments(node: torch.fx.Node) -> list[torch.fx.Node]:
     target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return list(node.all_input_nodes)
-    written = []
-    for index, argument in enumerate(target._schema.arguments):
-        if argument.alias_info is not None and argument.alias_info.is_write:
-            value = (
-                node.args[index]
-                if index < len(node.args) and not argument.kwarg_only
-                else node.kwargs.get(argument.name)
-            )
-            written += [
-                v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, torch.fx.Node)
-            ]
-    return written
+    return written_arguments(node)
 
 
 def _has_effects(node: torch.fx.Node) -> bool:

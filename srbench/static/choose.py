@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from srbench.graph.nodes import getitem_parts, op_schema
+from srbench.graph.nodes import getitem_parts, op_schema, written_arguments
 from srbench.memory.lifetimes import LifetimeAnalysis
 from srbench.options import StaticOptions
 from srbench.static.calls import Call
@@ -78,20 +78,16 @@ SLOWER_KERNEL = 3.0
 
 def written_storages(graph: torch.fx.Graph, analysis: LifetimeAnalysis) -> set[str]:
     """Storages some op of the graph writes in place."""
-    written = set()
+    written: set[str] = set()
     for node in graph.nodes:
         target = node.target
         if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not target._schema.is_mutable:
             continue
-        for index, argument in enumerate(target._schema.arguments):
-            if argument.alias_info is not None and argument.alias_info.is_write:
-                value = (
-                    node.args[index]
-                    if index < len(node.args) and not argument.kwarg_only
-                    else node.kwargs.get(argument.name)
-                )
-                if isinstance(value, torch.fx.Node) and value.name in analysis.storage_of:
-                    written.add(analysis.storage_of[value.name])
+        written.update(
+            analysis.storage_of[argument.name]
+            for argument in written_arguments(node)
+            if argument.name in analysis.storage_of
+        )
     return written
 
 
