@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 
 from srbench.asv_tracking.offline_html import OfflineAssetError, make_offline
@@ -29,9 +30,15 @@ from srbench.asv_tracking.regressions import DEFAULT_FACTOR, ComparisonError, co
 from srbench.asv_tracking.staging import replace_directory, staged_config, staged_results
 from srbench.asv_tracking.suite_selection import SUITES_VARIABLE
 
-EXIT_OK = 0
-EXIT_REGRESSION = 1
-EXIT_FAILED = 2
+
+class NightlyStatus(IntEnum):
+    """The nightly's exit status (the README's table of exit statuses says the same)."""
+
+    NO_REGRESSION = 0
+    REGRESSION = 1  # worse beyond --factor, or a benchmark that newly fails
+    FAILED = 2  # the job itself could not run
+
+
 # asv run exits 2 when some benchmarks failed: they are recorded, and the comparison counts a
 # newly failing benchmark as a regression, so that status is not a failure of the job.
 _ASV_RUN_BENCHMARKS_FAILED = 2
@@ -199,7 +206,7 @@ def publish(options: NightlyOptions) -> Path:
     return html_dir
 
 
-def run_nightly(options: NightlyOptions) -> int:
+def run_nightly(options: NightlyOptions) -> NightlyStatus:
     """The whole job; returns the exit status (see the module docstring)."""
     try:
         machine = ensure_machine(options)
@@ -220,15 +227,15 @@ def run_nightly(options: NightlyOptions) -> int:
         pair = baseline_and_newest(history, measured_commits(options, machine, env_names), batch)
         if pair is None:
             print("fewer than two measured commits: nothing to compare yet", flush=True)
-            return EXIT_OK
+            return NightlyStatus.NO_REGRESSION
         comparison = compare_commits(options.config, *pair, factor=options.factor, machine=machine, env_names=env_names)
     except (NightlyError, OfflineAssetError, ComparisonError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return EXIT_FAILED
+        return NightlyStatus.FAILED
     print(comparison.table, flush=True)
     before_commit, after_commit = pair[0][:8], pair[1][:8]
     if comparison.worsened:
         print(f"REGRESSION: {after_commit} is worse than {before_commit} by more than a factor {options.factor}")
-        return EXIT_REGRESSION
+        return NightlyStatus.REGRESSION
     print(f"no regression beyond a factor {options.factor} from {before_commit} to {after_commit}")
-    return EXIT_OK
+    return NightlyStatus.NO_REGRESSION

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from srbench.cli._args import print_error
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "asv.conf.json"
 DESCRIPTION = """\
@@ -73,18 +74,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from srbench.asv_tracking.nightly import NightlyOptions, run_nightly
+    from srbench.asv_tracking.nightly import NightlyOptions, NightlyStatus, run_nightly
     from srbench.asv_tracking.regressions import DEFAULT_FACTOR
 
     if not args.config.is_file():
-        print(f"error: no asv configuration at {args.config}", file=sys.stderr)
-        return 2
+        print_error("nightly", f"no asv configuration at {args.config}")
+        return NightlyStatus.FAILED
     if args.factor is not None and args.factor <= 1.0:
-        print(f"error: --factor must be greater than 1 (e.g. 1.1 for 10%), got {args.factor}", file=sys.stderr)
-        return 2
+        print_error("nightly", f"--factor must be greater than 1 (e.g. 1.1 for 10%), got {args.factor}")
+        return NightlyStatus.FAILED
     if args.max_commits < 1:
-        print(f"error: --max-commits must be at least 1, got {args.max_commits}", file=sys.stderr)
-        return 2
+        print_error("nightly", f"--max-commits must be at least 1, got {args.max_commits}")
+        return NightlyStatus.FAILED
     options = NightlyOptions(
         config=args.config.absolute(),
         factor=args.factor or DEFAULT_FACTOR,
