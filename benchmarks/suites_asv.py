@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
+from srbench.asv_tracking.attributes import asv_attributes
 from srbench.asv_tracking.suite_selection import selected_cases
 from srbench.asv_tracking.tracked_metrics import (
     OP_TIME_BUCKETS,
@@ -46,17 +46,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 CASES = selected_cases(REPO_ROOT / "suites")
 CASE_IDS = list(CASES)
 SECONDS_PER_CASE = 600
-Function = TypeVar("Function", bound=Callable[..., Any])
-
-
-def asv_attributes(**attributes: object) -> Callable[[Function], Function]:
-    """asv reads a benchmark's settings (``timeout``, ``unit``) from attributes of its function."""
-
-    def decorate(function: Function) -> Function:
-        function.__dict__.update(attributes)
-        return function
-
-    return decorate
 
 
 class EndToEnd:

@@ -158,6 +158,18 @@ def test_keeps_its_time_limit_from_the_call_its_starting_plan_included():
     assert elapsed < 0.2 + 10.0  # one heuristic and the bookkeeping, on a loaded shared machine
 
 
+def test_the_time_limit_is_kept_on_the_clock_given():
+    """A clock that runs fast (a second per reading) ends the search after a few readings: the
+    deadline, the starting plan's share and the reported times all read the clock given."""
+    readings = itertools.count()
+    records = read_records(DATA / "D.1048576.csv")  # not proven within a few slices
+    plan = exact.plan(records, alignment=1, time_limit=30, clock=lambda: float(next(readings)))
+    assert plan.notes["stopped"] == "time limit"
+    assert 30 <= plan.notes["seconds"] <= 40 and next(readings) < 100
+    assert exact.seconds_to_reach(plan.notes, plan.notes["start_total"]) == 0.0
+    assert exact.seconds_to_reach(plan.notes, plan.total_bytes - 1) is None
+
+
 def test_no_records_is_an_empty_proven_plan():
     plan = exact.plan([])
     assert plan.total_bytes == 0 and plan.proven_optimal and plan.offsets == {}

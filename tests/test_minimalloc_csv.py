@@ -112,3 +112,13 @@ def test_minimallocs_later_header_spelling_reads_the_same_records(tmp_path):
     old.write_text("id,lower,upper,size\na,0,2,8\nb,1,3,16\n")
     new.write_text("buffer,start,end,size\na,0,2,8\nb,1,3,16\n")
     assert read_records(new) == read_records(old)
+
+
+def test_offsets_are_written_as_minimalloc_s_solution_column_and_every_record_needs_one(tmp_path):
+    records = [TensorUsageRecord("a", 0, 0, 64), TensorUsageRecord("b", 0, 1, 32)]
+    path = tmp_path / "solved.csv"
+    write_records(records, path, offsets={"a": 0, "b": 64})
+    assert path.read_text() == "id,lower,upper,size,offset\na,0,1,64,0\nb,0,2,32,64\n"
+    assert read_records(path) == records
+    with pytest.raises(ValueError, match=r"no offset for records \['b'\]"):
+        write_records(records, tmp_path / "other.csv", offsets={"a": 0})

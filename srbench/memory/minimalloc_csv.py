@@ -16,7 +16,7 @@ import csv
 import io
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,18 +114,27 @@ def _records(reader: Any, path: Path) -> list[TensorUsageRecord]:
     return records
 
 
-def write_records(records: Iterable[TensorUsageRecord], path: str | os.PathLike[str]) -> None:
-    """Write records as MiniMalloc CSV (``upper = last + 1``), atomically.
+def write_records(
+    records: Iterable[TensorUsageRecord],
+    path: str | os.PathLike[str],
+    offsets: Mapping[str, int] | None = None,
+) -> None:
+    """Write records as MiniMalloc CSV (``upper = last + 1``), atomically; with ``offsets``
+    (record id -> offset, one for every record) an ``offset`` column as well, as in MiniMalloc's
+    solution files (a packing that comes with the instance; :func:`read_records` ignores it).
 
     The file is written to a temporary file in the same folder and moved into place with
     :func:`os.replace`, so a reader never sees half a file and a failure leaves the old one.
     """
     records = list(records)
     check_records(records)
+    if offsets is not None and (missing := [record.id for record in records if record.id not in offsets]):
+        raise ValueError(f"{path}: no offset for records {missing[:5]}")
     path = Path(path)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(REQUIRED_COLUMNS)
+    writer.writerow(REQUIRED_COLUMNS + (IGNORED_COLUMNS if offsets is not None else ()))
     for record in records:
-        writer.writerow((record.id, record.first, record.last + 1, record.size))
+        row = (record.id, record.first, record.last + 1, record.size)
+        writer.writerow(row if offsets is None else (*row, offsets[record.id]))
     atomic_write_text(path, buffer.getvalue())

@@ -55,10 +55,11 @@ def run_candidates(
     alignment: int,
     planner: str,
     deadline: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> MemoryPlan:
     """The smallest valid plan among the candidates, named ``planner``.
 
-    With a ``deadline`` (a ``time.perf_counter()`` value), the first candidate always runs and
+    With a ``deadline`` (a value of ``clock``), the first candidate always runs and
     each later one only if it is expected to end by then with time to spare for a validation
     (each taking as long as the slowest so far); the others are listed in ``notes["skipped"]``.
     """
@@ -69,7 +70,7 @@ def run_candidates(
     skipped: list[str] = []
     slowest = 0.0
     for name, candidate in candidates().items():
-        started = time.perf_counter()
+        started = clock()
         if totals and deadline is not None and started + 2 * slowest > deadline:
             skipped.append(name)
             continue
@@ -82,7 +83,7 @@ def run_candidates(
         except Exception as error:  # a broken plugin must not stop the others
             failed[name] = f"{type(error).__name__}: {error}"
             totals.pop(name, None)
-        slowest = max(slowest, time.perf_counter() - started)
+        slowest = max(slowest, clock() - started)
     if winner is None:
         raise PlanError(f"planner {planner!r}: no heuristic produced a valid plan: {failed}")
     name, chosen = winner

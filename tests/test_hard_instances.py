@@ -1,0 +1,89 @@
+"""Generated hard instances: reproducible from their seed, of MiniMalloc's sizes, and each with a
+packing within its capacity that srbench's validator accepts."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from srbench.cli import main
+from srbench.memory.instances import MAX_BUFFERS, MIN_BUFFERS, hard_instance, write_instance
+from srbench.memory.minimalloc_csv import read_records
+from srbench.memory.records import MemoryPlan, lower_bound, validate_plan
+from srbench.planners import greedy_by_size
+
+SEEDS = range(12)
+
+
+def witness_plan(instance) -> MemoryPlan:
+    total = max(instance.witness[r.id] + r.size for r in instance.records)
+    return MemoryPlan(planner="witness", offsets=instance.witness, total_bytes=total)
+
+
+def test_the_same_seed_gives_the_same_instance_and_others_differ():
+    assert hard_instance(7) == hard_instance(7)
+    assert hard_instance(7).records != hard_instance(8).records
+    assert hard_instance(3, buffers=200) == hard_instance(3, buffers=200)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_witness_is_a_valid_packing_within_the_capacity(seed):
+    instance = hard_instance(seed)
+    plan = witness_plan(instance)
+    validate_plan(instance.records, plan, alignment=1)
+    assert plan.total_bytes <= instance.capacity
+    assert lower_bound(instance.records) <= instance.capacity
+
+
+def test_sizes_are_drawn_from_150_to_500_buffers_or_as_asked():
+    counts = [len(hard_instance(seed).records) for seed in range(40)]
+    assert all(MIN_BUFFERS <= count <= MAX_BUFFERS for count in counts)
+    assert max(counts) - min(counts) > 150  # drawn, not one size
+    assert len(hard_instance(0, buffers=321).records) == 321
+
+
+def test_the_instances_are_hard_for_greedy_planners_as_minimalloc_s_are():
+    """Greedy by size needs more than the capacity on most of them (1.2-1.4x on MiniMalloc's)."""
+    ratios = [
+        greedy_by_size.plan(list(instance.records), alignment=1).total_bytes / instance.capacity
+        for instance in map(hard_instance, SEEDS)
+    ]
+    assert sum(ratio > 1.1 for ratio in ratios) >= len(ratios) // 2, ratios
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"buffers": 0}, "buffers must be 1 to"),
+        ({"buffers": 10**6}, "buffers must be 1 to"),
+        ({"capacity": 1000}, "multiples of the granularity"),
+        ({"max_removed": 1.0}, "max_removed must be in"),
+    ],
+)
+def test_impossible_shapes_are_refused_with_the_reason(options, message):
+    with pytest.raises(ValueError, match=message):
+        hard_instance(0, **options)
+
+
+def test_written_as_minimalloc_csv_with_the_witness_as_offset_column(tmp_path):
+    instance = hard_instance(5)
+    path = write_instance(instance, tmp_path)
+    assert path.name == f"cut-5.{instance.capacity}.csv"
+    assert read_records(path) == list(instance.records)
+    with path.open() as file:
+        rows = list(csv.DictReader(file))
+    assert {row["id"]: int(row["offset"]) for row in rows} == instance.witness
+
+
+def test_the_instances_command_writes_one_file_per_seed(tmp_path, capsys):
+    assert main(["instances", "--count", "3", "--first-seed", "10", "--buffers", "150", "--out", str(tmp_path)]) == 0
+    written = sorted(path.name for path in tmp_path.iterdir())
+    assert written == [f"cut-{seed}.1048576.csv" for seed in (10, 11, 12)]
+    assert capsys.readouterr().out.split() == [str(tmp_path / name) for name in written]
+    assert read_records(tmp_path / written[0]) == list(hard_instance(10, buffers=150).records)
+
+
+def test_the_instances_command_names_a_bad_buffer_count(tmp_path, capsys):
+    assert main(["instances", "--count", "1", "--buffers", "9999999", "--out", str(tmp_path)]) == 2
+    assert "srbench instances: --buffers 9999999: buffers must be 1 to" in capsys.readouterr().err
