@@ -8,6 +8,7 @@ import random
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from srbench.memory.minimalloc_csv import read_records
@@ -15,6 +16,14 @@ from srbench.memory.records import TensorUsageRecord as R
 from srbench.memory.records import lower_bound, validate_plan
 from srbench.memory.synthetic import synthetic_records
 from srbench.planners import best, exact, greedy_by_size, plan_memory
+from srbench.planners._exact_search import (
+    EXHAUSTED,
+    FOUND,
+    PREORDERINGS,
+    SearchState,
+    build_partition,
+    time_groups,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "minimalloc"
 
@@ -31,15 +40,17 @@ HEURISTICS_TRAP = [
 ]
 
 
-def skyline_optimum(records: list[R]) -> int:
+def skyline_optimum(records: list[R], alignment: int = 1) -> int:
     """The optimum by brute force, independent of the planner: sorting an optimal packing by
-    offset and dropping each tensor onto the ones below it never raises the total, so the best
-    over every order of "place on top of the overlapping tensors placed so far" is optimal."""
+    offset and dropping each tensor onto the ones below it (its offset rounded up to the
+    alignment) never raises the total, so the best over every order of "place on top of the
+    overlapping tensors placed so far" is optimal."""
     best = None
     for order in itertools.permutations(records):
         placed: list[tuple[R, int]] = []
         for record in order:
-            offset = max((o + p.size for p, o in placed if p.overlaps_in_time(record)), default=0)
+            offset = -(-max((o + p.size for p, o in placed if p.overlaps_in_time(record)), default=0) // alignment)
+            offset *= alignment
             placed.append((record, offset))
         total = max(o + p.size for p, o in placed)
         best = total if best is None else min(best, total)
@@ -75,6 +86,43 @@ def test_matches_brute_force_on_random_small_instances():
         validate_plan(records, plan)
         assert plan.proven_optimal, records
         assert plan.total_bytes == skyline_optimum(records), records
+
+
+@pytest.mark.parametrize("jitter", [None, 0.3])
+def test_the_search_decides_like_brute_force_with_alignment_and_shared_lifetimes(jitter):
+    """The search itself (no heuristic start), in static and randomised orders, at the optimum
+    and below it (alignment 4 and odd sizes put the optimum above the lower bound). Tensors of
+    one lifetime stacked on one another may trade places: the search keeps one order of each
+    such pair, which must lose no packing."""
+    rng = random.Random(7)
+    np_rng = np.random.default_rng(7)
+    decided = 0
+    for _ in range(20):
+        lifetimes = [(first, first + rng.randint(0, 2)) for first in (rng.randint(0, 3) for _ in range(3))]
+        records = [R(f"t{i}", *rng.choice(lifetimes), rng.randint(1, 7)) for i in range(7)]
+        optimum = skyline_optimum(records, alignment=4)
+        first, last, size = (np.array([getattr(r, key) for r in records]) for key in ("first", "last", "size"))
+        for group in time_groups(first, last):
+            part = build_partition(group, first, last, size)
+            optimum = skyline_optimum([records[index] for index in group], alignment=4)
+            for capacity in range(max(optimum - 4, part.lower_bound), optimum + 1):
+                for order in PREORDERINGS:
+                    scale = None if jitter is None else np_rng.uniform(1 - jitter, 1 + jitter, len(group))
+                    state = SearchState(part, capacity, order, 4, scale)
+                    assert state.run(10**7) == (FOUND if capacity >= optimum else EXHAUSTED), (records, capacity)
+                    decided += capacity < optimum
+    assert decided > 0  # some capacities had to be proven infeasible
+
+
+def test_restarts_follow_the_luby_sequence():
+    assert [exact._luby(index) for index in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
+
+
+def test_the_same_records_give_the_same_plan():
+    records = read_records(DATA / "C.1048576.csv")
+    first, second = (exact.plan(records, alignment=1, time_limit=30) for _ in range(2))
+    assert first.proven_optimal and second.proven_optimal
+    assert first.offsets == second.offsets
 
 
 def test_proves_an_optimum_above_the_lower_bound_by_exhausting_smaller_capacities():

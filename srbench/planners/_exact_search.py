@@ -31,6 +31,17 @@ arrays so that numba can compile it:
   follows it, none follows any later candidate at that node either, which are skipped. This
   generalises the "hatless pruning" of MiniMalloc's later versions (a placed buffer with no
   unplaced neighbour at all).
+* **Stacked symmetry.** Two buffers of the same lifetime stacked directly on one another can
+  trade places and the packing stays valid, so only the order with the one first in the static
+  order below is searched (the classic symmetry breaking of identical items in packing).
+* **Corner inference.** After a placement at offset o, every later placement in scope comes at
+  o or above (the canonical order). A section whose floor is at or below o keeps the bytes from o
+  up to where its lowest unplaced buffer can still start empty for good: if those bytes plus what
+  must still be stacked there exceed the capacity, the node is pruned. It is cross-section
+  inference that also counts the space the canonical order can no longer fill.
+
+Static orders may be randomised (each key scaled by a factor near 1): the driver restarts such
+searches on a schedule, see ``srbench.planners.exact``.
 
 The search is iterative with explicit undo trails, and all of its state lives in
 :class:`SearchState`'s arrays: :meth:`SearchState.run` stops after a budget of steps and resumes
@@ -64,7 +75,7 @@ _INFINITY = np.iinfo(np.int64).max // 4
 # Static orders tried round-robin, as MiniMalloc does: each letter is a descending sort key.
 # W: lifetime width, A: area (width x size), T: the largest section total the buffer is part of.
 PREORDERINGS = ("WAT", "TAW", "TWA")
-_LETTERS = "WAT"  # the keys a static order may use, by code
+_LETTERS = "WATZ"  # the keys a static order may use, by code
 
 
 @dataclass(frozen=True)
@@ -98,10 +109,12 @@ class Partition:
         """The largest section total each buffer is part of."""
         return -range_min(-self.section_total, self.section_lo, self.section_hi - 1)
 
-    def preorder_rank(self, heuristic: str) -> np.ndarray:
-        """Rank of each buffer in the static order named by ``heuristic`` (ties by index)."""
-        columns = {"W": self.width, "A": self.width * self.size, "T": self.largest_total}
-        keys = [np.arange(self.size.shape[0])] + [-columns[letter] for letter in reversed(heuristic)]
+    def preorder_rank(self, heuristic: str, jitter: np.ndarray | None = None) -> np.ndarray:
+        """Rank of each buffer in the static order named by ``heuristic`` (ties by index), its
+        keys scaled by ``jitter`` when given (a randomised variant of the order)."""
+        columns = {"W": self.width, "A": self.width * self.size, "T": self.largest_total, "Z": self.size}
+        scale = np.ones(self.size.shape[0]) if jitter is None else jitter
+        keys = [np.arange(self.size.shape[0])] + [-columns[letter] * scale for letter in reversed(heuristic)]
         order = np.lexsort(keys)
         rank = np.empty_like(order)
         rank[order] = np.arange(order.shape[0])
@@ -173,6 +186,8 @@ class Problem(NamedTuple):
     start_ptr: np.ndarray
     width: np.ndarray  # lifetime length in steps
     letters: np.ndarray  # the static order's keys, most significant first (_LETTERS codes)
+    first_rank: np.ndarray  # each buffer's rank in the static order over the whole partition
+    jitter: np.ndarray  # factors the order's keys are scaled by (all 1 but in randomised orders)
     capacity: int
     alignment: int
 
@@ -207,8 +222,11 @@ class Progress(NamedTuple):
 class SearchState:
     """One resumable search: a partition, a capacity, a static order, and where the search is."""
 
-    def __init__(self, partition: Partition, capacity: int, heuristic: str, alignment: int):
+    def __init__(
+        self, partition: Partition, capacity: int, heuristic: str, alignment: int, jitter: np.ndarray | None = None
+    ):
         count, num_sections = partition.size.shape[0], partition.num_sections
+        jitter = np.ones(count) if jitter is None else jitter
         self.problem = Problem(
             size=partition.size,
             section_lo=partition.section_lo,
@@ -221,6 +239,8 @@ class SearchState:
             start_ptr=partition.start_ptr,
             width=partition.width,
             letters=np.array([_LETTERS.index(letter) for letter in heuristic], dtype=np.int64),
+            first_rank=partition.preorder_rank(heuristic, jitter),
+            jitter=jitter,
             capacity=capacity,
             alignment=alignment,
         )
@@ -251,7 +271,7 @@ class SearchState:
             # depth) are far from what a search uses, and were most of its memory.
             offset_trail=np.zeros((2, min(partition.neighbour_idx.shape[0], 4 * count) + 64), dtype=np.int64),
             section_trail=np.zeros((2, 4 * (count + num_sections) + 64), dtype=np.int64),
-            rank=partition.preorder_rank(heuristic),
+            rank=partition.preorder_rank(heuristic, jitter),
             rank_trail=np.zeros((2, 4 * count + 64), dtype=np.int64),
             ctl=np.zeros(_CTL_SLOTS, dtype=np.int64),
         )
@@ -426,8 +446,8 @@ def _open_split(start_ptr, by_start, offset, cuts, frame, piece, frames, depth, 
 
 
 @njit(cache=True)
-def _rank_pieces(start_ptr, by_start, size, width, section_lo, section_hi, letters, offset, total, piece, rank,
-                 rank_trail, rank_top, first, pieces):  # fmt: skip
+def _rank_pieces(start_ptr, by_start, size, width, section_lo, section_hi, letters, jitter, offset, total, piece,
+                 rank, rank_trail, rank_top, first, pieces):  # fmt: skip
     """Order the unplaced buffers of each new piece by the static order's keys over what is left:
     T (the largest section total a buffer is part of) counts only unplaced bytes now, as when
     MiniMalloc solves a sub-partition with its own preordering. Old ranks go on the trail;
@@ -441,16 +461,18 @@ def _rank_pieces(start_ptr, by_start, size, width, section_lo, section_hi, lette
                 found += 1
         members = np.sort(members[:found])  # equal keys keep buffer order
         order = np.arange(found)
-        keys = np.empty(found, dtype=np.int64)
+        keys = np.empty(found, dtype=np.float64)
         for letter in letters[::-1]:  # least significant key first, each sort stable
             for index in range(found):
                 buffer = members[index]
                 if letter == 0:
-                    keys[index] = -width[buffer]
+                    keys[index] = -width[buffer] * jitter[buffer]
                 elif letter == 1:
-                    keys[index] = -width[buffer] * size[buffer]
+                    keys[index] = -width[buffer] * size[buffer] * jitter[buffer]
+                elif letter == 2:
+                    keys[index] = -_range_max(total, section_lo[buffer], section_hi[buffer]) * jitter[buffer]
                 else:
-                    keys[index] = -_range_max(total, section_lo[buffer], section_hi[buffer])
+                    keys[index] = -size[buffer] * jitter[buffer]
             order = order[np.argsort(keys[order], kind="mergesort")]
         for position in range(found):
             buffer = members[order[position]]
@@ -605,6 +627,58 @@ def _feasible(section_lo, section_hi, capacity, floor, total, scratch, chosen, c
 
 
 @njit(cache=True)
+def _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, size, first_rank, alignment, offset,
+                          chosen, chosen_offset):  # fmt: skip
+    """Symmetry: two buffers of the same lifetime stacked directly on one another can trade
+    places, and the packing stays valid (when the upper one's size keeps the lower one's new
+    offset aligned); so only the order with the one first in the static order below is kept
+    (the order the search tries first)."""
+    if size[chosen] % alignment:
+        return False  # swapped, the other one would sit at an unaligned offset
+    for position in range(neighbour_ptr[chosen], neighbour_ptr[chosen + 1]):
+        other = neighbour_idx[position]
+        if (
+            first_rank[other] > first_rank[chosen]
+            and offset[other] >= 0
+            and offset[other] + size[other] == chosen_offset
+            and section_lo[other] == section_lo[chosen]
+            and section_hi[other] == section_hi[chosen]
+        ):
+            return True
+    return False
+
+
+@njit(cache=True)
+def _corners_fill(member_ptr, member_idx, alignment, capacity, offset, min_offset, floor, total, rank, key_offset,
+                  key_rank, lo, hi):  # fmt: skip
+    """Corner inference: after a placement at (``key_offset``, ``key_rank``), later ones in scope
+    come after it in (offset, rank) order. A section whose floor is not above ``key_offset`` is
+    filled from ``key_offset`` up only if one of its unplaced buffers can still go exactly
+    there (minimum offset equal to it, rank after ``key_rank``); otherwise all of them end up
+    higher, and the bytes below the lowest they can reach are lost. The section must afford it."""
+    half = total.shape[0] // 2
+    for section in range(lo, hi):
+        if floor[section] > key_offset or total[half + section] == 0:
+            continue
+        slack = capacity - key_offset - total[half + section]
+        if slack >= capacity:  # nothing to lose
+            continue
+        lowest = _INFINITY
+        for position in range(member_ptr[section], member_ptr[section + 1]):
+            other = member_idx[position]
+            if offset[other] >= 0:
+                continue
+            start = min_offset[other]
+            if start == key_offset and rank[other] > key_rank:
+                lowest = key_offset
+                break
+            lowest = min(lowest, max(start, key_offset + alignment))
+        if lowest - key_offset > slack:
+            return False
+    return True
+
+
+@njit(cache=True)
 def _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts, level, offset_trail, offset_top,
           section_trail, section_top, depth):  # fmt: skip
     """Take back the placement made at ``depth``: floors, totals, cuts and minimum offsets as
@@ -631,7 +705,7 @@ def _search(problem, state, budget):
     placements tried) from where ``state`` left off: FOUND, EXHAUSTED, BUDGET_SPENT, or
     TRAIL_FULL (a trail needs more room before the next placement)."""
     (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, width,
-     letters, capacity, alignment) = problem  # fmt: skip
+     letters, first_rank, jitter, capacity, alignment) = problem  # fmt: skip
     (offset, min_offset, floor, total, cuts, scratch, mark, level, frame, piece, offset_trail, section_trail, rank,
      rank_trail, ctl) = state  # fmt: skip
     count = size.shape[0]
@@ -667,9 +741,9 @@ def _search(problem, state, budget):
                     frames = _finish_piece(frame, frames, depth)
                 elif _new_cuts(section_lo, section_hi, cuts, level, depth, lo, hi) > 0:
                     frames = _open_split(start_ptr, by_start, offset, cuts, frame, piece, frames, depth, lo, hi)
-                    rank_top = _rank_pieces(start_ptr, by_start, size, width, section_lo, section_hi, letters, offset,
-                                            total, piece, rank, rank_trail, rank_top, frame[_FIRST_PIECE, frames - 1],
-                                            frame[_PIECES, frames - 1])  # fmt: skip
+                    rank_top = _rank_pieces(start_ptr, by_start, size, width, section_lo, section_hi, letters, jitter,
+                                            offset, total, piece, rank, rank_trail, rank_top,
+                                            frame[_FIRST_PIECE, frames - 1], frame[_PIECES, frames - 1])  # fmt: skip
                 else:
                     break
             _open_level(level, frame, frames, depth, lowest_top)
@@ -726,7 +800,11 @@ def _search(problem, state, budget):
         # Raised nobody: every unplaced neighbour already starts above it, so in any completion it
         # could sit where it is now; if no packing follows, none follows any later candidate here.
         level[_LAST_ALONE, depth] = offset_top == level[_OFFSET_MARK, depth]
-        if _feasible(section_lo, section_hi, capacity, floor, total, scratch, chosen, chosen_offset, affected, lo, hi):
+        if not _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, size, first_rank, alignment,
+                                     offset, chosen, chosen_offset) and _feasible(
+            section_lo, section_hi, capacity, floor, total, scratch, chosen, chosen_offset, affected, lo, hi
+        ) and _corners_fill(member_ptr, member_idx, alignment, capacity, offset, min_offset, floor, total, rank,
+                            chosen_offset, chosen_rank, lo, hi):  # fmt: skip
             depth += 1
             phase = _ENTER
         else:

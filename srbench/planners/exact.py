@@ -6,8 +6,9 @@ smaller ones with the depth-first search of :mod:`srbench.planners._exact_search
 method, compiled with numba). That search answers a decision question, "does everything fit within C
 bytes?", and prunes well only when C is tight, so this driver asks it at the lower bound first
 and steps up from there: capacities on a ladder between the best proven bound and the best plan
-so far, each searched with three static orders, all interleaved under one wall-clock limit, the
-proven bound getting as much work as the rest together. A search that finishes without a packing
+so far, each searched with three static orders and with randomised orders restarted on the Luby
+schedule (see :class:`_Restarts`), all interleaved under one time limit, the proven bound getting
+as much work as the rest together. A search that finishes without a packing
 proves that no total up to its capacity exists; one that finds a packing lowers the best plan.
 
 ``proven_optimal`` is True only when the best plan's total equals a proven bound (the lower
@@ -60,6 +61,11 @@ DEFAULT_TIME_LIMIT = 60.0
 # prune well), a few just above it, and a few just below the best plan (easy improvements).
 LADDER_STEPS = (0, 1, 4, 8, 16, 24, 28)
 LADDER_DENOMINATOR = 32
+# Restarted searches: the first restart's work (later ones follow the Luby sequence), and how far
+# the random factors on a static order's keys reach.
+RESTART_WORK = 2000
+JITTER = 0.3
+RESTART_SHARE = 2  # the restarted searches get this much less work than each static order
 # Work (nodes entered plus placements tried) each capacity and order gets in the first round;
 # doubled every round. Tight capacities cost more per unit, loose ones find packings quickly.
 FIRST_ROUND_WORK = 4096
@@ -83,12 +89,64 @@ class _Incumbent:
     offsets: np.ndarray
 
 
+class _Restarts:
+    """Searches in randomised static orders, each restarted after a budget from the Luby sequence
+    (Luby, Sinclair and Zuckerman 1993), for the heavy tail of backtracking search (Gomes, Selman
+    and Kautz 1998): on these instances a search either finds a packing within a few thousand
+    steps or wanders for millions, and which one depends on the order. Each restart uses one of
+    the static orders with its keys scaled by random factors in [1 - JITTER, 1 + JITTER], from a
+    generator seeded per partition and capacity, so a plan depends on the records only."""
+
+    def __init__(self, part: Partition, capacity: int, alignment: int):
+        self.part, self.capacity, self.alignment = part, capacity, alignment
+        self.rng = np.random.default_rng([capacity, part.size.shape[0], int(part.size.sum())])
+        self.restarts = 0
+        self.state = self._next()
+        self.left = RESTART_WORK
+        self.steps = 0
+        self.status = 0
+
+    def _next(self) -> SearchState:
+        order = PREORDERINGS[self.restarts % len(PREORDERINGS)]
+        jitter = self.rng.uniform(1 - JITTER, 1 + JITTER, size=int(self.part.size.shape[0]))
+        return SearchState(self.part, self.capacity, order, self.alignment, jitter)
+
+    @property
+    def done(self) -> bool:
+        return self.status in (FOUND, EXHAUSTED)
+
+    def run(self, budget: int) -> int:
+        before = self.state.steps
+        self.status = self.state.run(min(budget, self.left))
+        spent = self.state.steps - before
+        self.steps += spent
+        self.left -= spent
+        if not self.done and self.left <= 0:
+            self.restarts += 1
+            self.state = self._next()
+            self.left = RESTART_WORK * _luby(self.restarts + 1)
+        return self.status
+
+    def offsets(self) -> np.ndarray:
+        return self.state.offsets()
+
+
+def _luby(index: int) -> int:
+    """The ``index``-th term (from 1) of the Luby sequence 1, 1, 2, 1, 1, 2, 4, 1, ..."""
+    while True:
+        k = index.bit_length()  # 2**(k-1) <= index < 2**k
+        if index == (1 << k) - 1:
+            return 1 << (k - 1)
+        index -= (1 << (k - 1)) - 1
+
+
 @dataclass
 class _Attempt:
-    """The search for a packing within ``capacity``: one resumable search per partition and order."""
+    """The search for a packing within ``capacity``: per partition, one resumable search per
+    static order and one of restarted, randomised ones."""
 
     capacity: int
-    states: dict[int, list[SearchState]] = field(default_factory=dict)
+    states: dict[int, list[SearchState | _Restarts]] = field(default_factory=dict)
 
 
 class _Minimizer:
@@ -134,25 +192,27 @@ class _Minimizer:
         return sorted(capacity for capacity in capacities if capacity < self.best)
 
     def solve(self) -> None:
-        attempts: list[_Attempt] = []
+        attempts: dict[int, _Attempt] = {}
         built_for = None
         round_work = FIRST_ROUND_WORK
         while self.best > self.floor and not self.out_of_time():
             if built_for != (self.floor, self.best):
-                # Rebuilt whenever the bounds move; a search already under way at a capacity
-                # still on the ladder (usually the proven bound) keeps its progress.
-                kept = {attempt.capacity: attempt for attempt in attempts}
-                attempts = [kept.get(capacity) or _Attempt(capacity) for capacity in self.ladder()]
+                # When the bounds move, searches at capacities still between them keep their
+                # progress; the ladder's new capacities join them.
+                attempts = {c: a for c, a in attempts.items() if self.floor <= c < self.best}
+                for capacity in self.ladder():
+                    attempts.setdefault(capacity, _Attempt(capacity))
                 built_for = (self.floor, self.best)
-            others = sum(self.floor < attempt.capacity < self.best for attempt in attempts)
-            for attempt in attempts:
-                if not self.floor <= attempt.capacity < self.best:
+            others = sum(self.floor < capacity < self.best for capacity in attempts)
+            for capacity in sorted(attempts):
+                attempt = attempts[capacity]
+                if not self.floor <= capacity < self.best:
                     continue
                 # The proven bound gets as much work as all the others together: most inputs
                 # have a packing there, and only that search can prove a plan optimal.
-                budget = round_work * max(others, 1) if attempt.capacity == self.floor else round_work
+                budget = round_work * max(others, 1) if capacity == self.floor else round_work
                 if self.advance(attempt, budget) == EXHAUSTED:
-                    self.proven = max(self.proven, attempt.capacity + 1)
+                    self.proven = max(self.proven, capacity + 1)
                 if self.best <= self.floor or self.out_of_time():
                     return
             round_work *= 2
@@ -164,11 +224,13 @@ class _Minimizer:
             if self.incumbents[index].total <= attempt.capacity:
                 continue
             if index not in attempt.states:
-                attempt.states[index] = [
-                    SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS
+                states: list[SearchState | _Restarts] = [
+                    *(SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS),
+                    _Restarts(part, attempt.capacity, self.alignment),
                 ]
+                attempt.states[index] = states
             for state in attempt.states[index]:
-                status = self.run(state, budget)
+                status = self.run(state, budget // RESTART_SHARE if isinstance(state, _Restarts) else budget)
                 if status == EXHAUSTED:
                     return EXHAUSTED
                 if status == FOUND:
@@ -183,7 +245,7 @@ class _Minimizer:
                 return None
         return FOUND
 
-    def run(self, state: SearchState, budget: int) -> int:
+    def run(self, state: SearchState | _Restarts, budget: int) -> int:
         """Run ``state`` for ``budget`` steps in slices short enough to keep the deadline."""
         status = state.status
         while budget > 0 and not state.done and not self.out_of_time():
