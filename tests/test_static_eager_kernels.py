@@ -95,3 +95,29 @@ def test_embedding_bag_runs_as_a_fallback_its_out_overload_being_generated():
     indices, offsets = torch.randint(0, 100, (6,)), torch.tensor([0, 3])
     module = StaticModule(bag, (indices, offsets))
     assert plans_by_kind(module)["aten::embedding_bag"][0] is RunAs.FALLBACK
+
+
+class Bottleneck(nn.Module):
+    """A 1x1 convolution (ATen's own kernel under eager on one thread) and a 3x3 one (oneDNN)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reduce = nn.Conv2d(64, 16, 1, bias=False)
+        self.spatial = nn.Conv2d(16, 16, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.spatial(torch.relu(self.reduce(x))) * 2
+
+
+def test_a_1x1_convolution_writes_into_the_slab_through_the_kernel_eager_runs(one_thread):
+    torch.manual_seed(0)
+    model = Bottleneck().eval()
+    x = torch.randn(1, 64, 40, 40)  # large enough that eager sends the 3x3 one to oneDNN
+    module = StaticModule(model, (x,), StaticOptions(rewrite=False))
+    convolutions = [plan for plan in module.prepared.plans if plan.kind == "aten::conv2d"]
+    assert (convolutions[0].how, convolutions[0].runs.label) == (RunAs.OUT, "torch._C._nn.thnn_conv2d")
+    assert convolutions[1].how is RunAs.FALLBACK  # ATen's kernel rounds differently from oneDNN's
+    runtime = module.runtime()
+    for inputs in ((x,), (torch.randn(1, 64, 40, 40),)):
+        with torch.inference_mode():
+            assert torch.equal(runtime(*inputs), model(*inputs))

@@ -30,6 +30,7 @@ from srbench.observe.record import node_label
 from srbench.static.calls import Call, Const
 from srbench.static.choose import NodePlan, RunAs
 from srbench.static.errors import inference_only_error
+from srbench.static.slab_schedule import SlabLayout
 
 if TYPE_CHECKING:
     from srbench.static.stream_code import StreamProgram
@@ -43,7 +44,7 @@ class Hook:
     the runtime that binds it (``runtime.py``) and the profiler that reads it (``profile.py``)."""
 
     MISS = "_miss"
-    SLAB = "_slab"
+    SLAB = "_slab"  # the slab's first segment; the others are _slab_1, _slab_2, ... (see ``slab``)
     TIMES = "_times"
     CLOCK = "_clock"
     CLAIM = "_claim"
@@ -56,6 +57,11 @@ class Hook:
     SET_STREAM = "_set_stream"
     CURRENT_STREAM = "_current_stream"
     RECORD_STREAM = "_record_stream"
+
+    @staticmethod
+    def slab(segment: int) -> str:
+        """The global holding the storage of the slab's ``segment``."""
+        return Hook.SLAB if segment == 0 else f"{Hook.SLAB}_{segment}"
 
 
 class Entry(enum.Enum):
@@ -72,9 +78,10 @@ class RuntimeHooks:
     """What one runtime binds into the generated code besides constants and managed tensors.
 
     ``miss`` takes the arguments of a call unlike the prepared signature (the slow path);
-    ``slab`` is the storage resized to the plan's size before a run and to 0 after it with
-    ``cleanup_activations``; ``times`` is where ``forward_profiled`` adds the seconds of each
-    timing slot (slot 0: slab allocation, then one per :class:`TimedNode`, last: slab release);
+    ``slab`` is the storage of the slab (of its first segment; ``slab_segments`` are the others'),
+    resized to its size during a run and to 0 after it with ``cleanup_activations``; ``times`` is
+    where ``forward_profiled`` adds the seconds of each timing slot (slot 0: slab allocation, then
+    one per :class:`TimedNode`, last: slab release);
     ``clock`` is the timer it reads. ``token`` is the runtime's one call token, a list that holds
     it while no call runs: ``forward`` and ``forward_profiled`` take it (``pop``, one atomic C
     call, about 4x cheaper than taking a ``threading.Lock`` without waiting) and give it back
@@ -90,11 +97,12 @@ class RuntimeHooks:
     token: list[bool] = field(default_factory=lambda: [True])
     busy: Callable[[], Exception] = RuntimeError
     streams: Mapping[str, Any] = field(default_factory=dict)
+    slab_segments: tuple[torch.UntypedStorage, ...] = ()
 
     def as_globals(self) -> dict[str, Any]:
         return {
             Hook.MISS: self.miss,
-            Hook.SLAB: self.slab,
+            **{Hook.slab(index): storage for index, storage in enumerate((self.slab, *self.slab_segments))},
             Hook.TIMES: self.times,
             Hook.CLOCK: self.clock,
             Hook.CLAIM: self.token.pop,
@@ -150,6 +158,7 @@ class Program:
     static_nodes: Mapping[str, str]
     timed: tuple[TimedNode, ...]
     streams: StreamProgram | None = None  # how the ops run on several streams, if they do
+    slab: SlabLayout | None = None  # the segments a run takes and gives back (None: one storage)
 
     def compiled(self, name: str) -> dict[str, CodeType]:
         """The generated functions' code objects, by function name (``name`` labels tracebacks)."""
@@ -186,13 +195,8 @@ class CodeWriter:
         out_spec: pytree.TreeSpec,
         mutations: Mapping[int, str],
         guards: Sequence[tuple[torch.Size, tuple[int, ...], torch.dtype, torch.device]],
-        slab_last_read: str | None = None,
     ):
-        """``slab_last_read``: the node after which no slab tensor is read (the latest ``last``
-        step of the slab's records); with cleanup the slab is given back right after it, so what
-        the run still allocates (a large output) does not stack on top of it."""
         self.graph = graph
-        self.slab_last_read = slab_last_read
         self.plans = {plan.node.name: plan for plan in plans}
         self.order = list(plans)
         self.user_inputs = list(user_inputs)
@@ -200,7 +204,8 @@ class CodeWriter:
         self.out_spec = out_spec
         self.mutations = mutations  # flat output index -> placeholder it must be copied into
         self.guards = guards
-        self.cleanup_slab_bytes: int | None = None  # set by assemble
+        self.cleanup_slab_bytes: int | None = None  # the slab's size, taken whole at the start (streams)
+        self.slab_layout: SlabLayout | None = None  # set by assemble: the segments cleanup takes and gives back
         self.names = _Names()
         self.shared: dict[str, Any] = {}
         self._constant_names: dict[int, str] = {}
@@ -371,14 +376,11 @@ class CodeWriter:
         write_back = [f"{self.expr[target]}.copy_({flat[index]})" for index, target in sorted(self.mutations.items())]
         return returned, write_back, flat
 
-    def write(self, cleanup_slab_bytes: int | None) -> Program:
-        """The program running the nodes in graph order; ``cleanup_slab_bytes``: the slab's size
-        to take before each run and give back after it (``None``: it is kept between runs)."""
-        return self.assemble(self.node_bodies(), cleanup_slab_bytes)
-
-    def assemble(self, bodies: list[tuple[str, list[str]]], cleanup_slab_bytes: int | None) -> Program:
-        """The program running ``bodies`` (from :meth:`node_bodies`) in their order."""
-        self.cleanup_slab_bytes = cleanup_slab_bytes
+    def assemble(self, bodies: list[tuple[str, list[str]]], cleanup: SlabLayout | None) -> Program:
+        """The program running ``bodies`` (from :meth:`node_bodies`) in their order; ``cleanup``:
+        the slab's segments, each taken and given back during the run (``None``: the slab is kept
+        between runs)."""
+        self.slab_layout = cleanup
         body: list[tuple[str | None, list[str]]] = list(bodies)
         returned, write_back, flat = self.epilogue()
         if write_back:
@@ -427,6 +429,7 @@ class CodeWriter:
             static_nodes=dict(self.static_nodes),
             timed=timed,
             streams=streams,
+            slab=self.slab_layout,
         )
 
     def with_deletes(
@@ -519,26 +522,37 @@ class CodeWriter:
         tick = "; ".join([f"_t1 = {Hook.CLOCK}()", f"{Hook.TIMES}[{{slot}}] += _t1 - _t0", "_t0 = _t1"])
         if profile:
             lines.append(f"_t0 = {Hook.CLOCK}()")
-        if self.cleanup_slab_bytes is not None:
-            lines.append(f"{Hook.SLAB}.resize_({self.cleanup_slab_bytes})")
+        free_slot = len(body) + 1
+        layout = self.slab_layout
+        if layout is None and self.cleanup_slab_bytes is not None:
+            layout = SlabLayout.whole(self.cleanup_slab_bytes)
+        segments = list(enumerate(layout.segments)) if layout is not None else []
+        takes: dict[str | None, list[str]] = {}
+        releases: dict[str | None, list[str]] = {}
+        for index, segment in segments:
+            takes.setdefault(segment.take_before, []).append(f"{Hook.slab(index)}.resize_({segment.size})")
+            releases.setdefault(segment.release_after, []).append(f"{Hook.slab(index)}.resize_(0)")
+        lines += takes.get(None, [])
         if profile:
             lines.append(tick.format(slot=0))
         for slot, (node_name, node_lines) in enumerate(body, start=1):
+            if node_name is not None and node_name in takes:  # a segment taken right before its first writer
+                lines += takes[node_name] + ([tick.format(slot=0)] if profile else [])
             if observe and node_name is not None:
                 lines.append(f"_range = _record_function({node_label(node_name)!r}); _range.__enter__()")
             lines += node_lines
             if observe and node_name is not None:
                 lines.append("_range.__exit__(None, None, None)")
-            if self.cleanup_slab_bytes is not None and node_name is not None and node_name == self.slab_last_read:
-                lines.append(f"{Hook.SLAB}.resize_(0)")  # given back early; the release below is then free
             if profile:
                 lines.append(tick.format(slot=slot))
+            if node_name is not None and node_name in releases:  # given back early: the release below is then free
+                lines += releases[node_name] + ([tick.format(slot=free_slot)] if profile else [])
         lines.append(f"_result = {returned}")
         tail = ["    finally:", f"{INDENT}_set_grad_enabled(_grad)"]
-        if self.cleanup_slab_bytes is not None:
+        if segments:
             if profile:
                 tail.append(f"{INDENT}_t0 = {Hook.CLOCK}()")
-            tail.append(f"{INDENT}{Hook.SLAB}.resize_(0)")
+            tail += [f"{INDENT}{Hook.slab(index)}.resize_(0)" for index, _ in segments]
             if profile:
                 tail.append(f"{INDENT}{Hook.TIMES}[{len(body) + 1}] += {Hook.CLOCK}() - _t0")
         if claims:

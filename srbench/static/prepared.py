@@ -29,6 +29,7 @@ from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import resolve
+from srbench.static.slab_schedule import SlabLayout, slab_layout
 from srbench.static.stream_code import StreamCodeWriter, StreamMode
 from srbench.static.streams import plan_streams
 
@@ -210,15 +211,6 @@ def _managed_tensors(
     return tuple(tensors)
 
 
-def _last_reader(graph: torch.fx.Graph, records: Sequence[TensorUsageRecord]) -> str | None:
-    """The node at the last step any of ``records`` is read (through any alias)."""
-    if not records:
-        return None
-    nodes = list(graph.nodes)
-    step = max(record.last for record in records)
-    return nodes[step].name if nodes[step].op == "call_function" else None
-
-
 def _plan(records: Sequence[TensorUsageRecord], planner: str) -> PlanResult | None:
     return plan_memory(records, planner) if records else None
 
@@ -262,10 +254,17 @@ def prepare_graph(
     def writer_of(cls: type[CodeWriter]) -> CodeWriter:
         constants = {n: v for n, v in values.items() if n in constant_nodes}
         guards = [spec.guard for spec in specs]
-        return cls(graph, plans, user_inputs, constants, out_spec, mutations, guards, _last_reader(graph, slab_records))
+        return cls(graph, plans, user_inputs, constants, out_spec, mutations, guards)
 
     def cleanup_of(plan: PlanResult | None) -> int | None:
         return plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
+
+    def slab_cleanup(plan: PlanResult | None, bodies: list[tuple[str, list[str]]]) -> SlabLayout | None:
+        if not options.cleanup_activations or plan is None:
+            return None
+        steps = [node.name for node in graph.nodes]
+        runs_code = frozenset(name for name, _ in bodies)
+        return slab_layout(steps, slab_records, plan.plan.offsets, plan.plan.total_bytes, runs_code)
 
     def prepared_with(
         plan: PlanResult | None, output_plan: PlanResult | None, program: Program, **streams: Any
@@ -289,7 +288,7 @@ def prepare_graph(
 
     def one_stream(program_writer: CodeWriter, bodies: list[tuple[str, list[str]]], **streams: Any) -> PreparedGraph:
         plan, output_plan = _plan(slab_records, options.planner), _plan(arena_records, options.planner)
-        return prepared_with(plan, output_plan, program_writer.assemble(bodies, cleanup_of(plan)), **streams)
+        return prepared_with(plan, output_plan, program_writer.assemble(bodies, slab_cleanup(plan, bodies)), **streams)
 
     writer = writer_of(StreamCodeWriter if options.streams > 1 else CodeWriter)
     bodies = writer.node_bodies()

@@ -25,6 +25,7 @@ from srbench.static.calls import invoke
 from srbench.static.codegen import Entry, RuntimeHooks
 from srbench.static.errors import ConcurrentUseError
 from srbench.static.prepared import ManagedTensor, PreparedGraph, input_key
+from srbench.static.slab_schedule import SlabLayout
 from srbench.static.stream_runner import bind_streams
 
 if TYPE_CHECKING:
@@ -56,6 +57,17 @@ def _views(
     return {tensor.storage: tensor.view_of(storage, device) for tensor in tensors}
 
 
+def _slab_views(
+    tensors: Sequence[ManagedTensor], layout: SlabLayout, storages: Sequence[torch.UntypedStorage], device: torch.device
+) -> dict[str, torch.Tensor]:
+    """Views of the slab's tensors, each in the storage of the segment its plan offset falls in."""
+    views = {}
+    for tensor in tensors:
+        segment, offset = layout.locate(tensor.offset)
+        views[tensor.storage] = dataclasses.replace(tensor, offset=offset).view_of(storages[segment], device)
+    return views
+
+
 class StaticRuntime:
     """Runs a :class:`~srbench.static.StaticModule` from one thread; create one per thread with
     ``module.runtime()``. ``run`` (or calling the runtime) returns what the model returns.
@@ -72,6 +84,7 @@ class StaticRuntime:
         self.module = module
         device = device if device is not None else module.prepared.device
         self._slab = torch.empty(0, dtype=torch.uint8, device=device)
+        self._segments: list[torch.Tensor] = []  # the slab's other segments (see slab_schedule)
         self._arena = torch.empty(0, dtype=torch.uint8, device=device)
         self._bound: dict[tuple, BoundProgram] = {}
         self._forward: Callable[..., Any] | None = None
@@ -80,8 +93,8 @@ class StaticRuntime:
 
     @property
     def slab_bytes(self) -> int:
-        """Bytes the slab holds right now (0 between runs with ``cleanup_activations``)."""
-        return self._slab.untyped_storage().nbytes()
+        """Bytes the slab holds right now, all segments (0 between runs with ``cleanup_activations``)."""
+        return sum(tensor.untyped_storage().nbytes() for tensor in (self._slab, *self._segments))
 
     @property
     def arena_bytes(self) -> int:
@@ -139,14 +152,21 @@ class StaticRuntime:
         """``prepared`` bound to this runtime's memory; ``code``: its compiled functions, when not
         the module's (a program tried at prepare time)."""
         program = prepared.program
-        slab, arena = self._slab.untyped_storage(), self._arena.untyped_storage()
-        _grow(slab, prepared.slab_bytes)
+        layout = program.slab if program.slab is not None else SlabLayout.whole(prepared.slab_bytes)
+        while len(self._segments) < len(layout.segments) - 1:
+            self._segments.append(torch.empty(0, dtype=torch.uint8, device=prepared.device))
+        storages = [tensor.untyped_storage() for tensor in (self._slab, *self._segments)]
+        for storage, segment in zip(storages, layout.segments):
+            _grow(storage, segment.size)
+        slab, arena = storages[0], self._arena.untyped_storage()
         _grow(arena, prepared.arena_bytes)
-        managed = _views(prepared.managed, slab, prepared.device)
+        managed = _slab_views(prepared.managed, layout, storages, prepared.device)
         managed.update(_views(prepared.output_arena, arena, prepared.device))
         namespace: dict[str, Any] = dict(program.shared)
         namespace.update({name: managed[storage] for name, storage in program.managed_globals.items()})
-        hooks = RuntimeHooks(miss=self._miss, slab=slab, times=[], token=self._token, busy=self._busy)
+        hooks = RuntimeHooks(
+            miss=self._miss, slab=slab, times=[], token=self._token, busy=self._busy, slab_segments=tuple(storages[1:])
+        )
         namespace.update(hooks.as_globals())
         holders: dict[str, list[str]] = {}
         for node, name in program.static_nodes.items():
@@ -157,7 +177,8 @@ class StaticRuntime:
                 namespace[view.name] = invoke(view.call, env)
                 env.update({node: namespace[view.name] for node in holders[view.name]})
         if self.module.options.cleanup_activations:
-            slab.resize_(0)
+            for storage in storages:
+                storage.resize_(0)
         code = code if code is not None else self.module.code(prepared)
         if program.streams is not None:
             streams = bind_streams(program.streams, namespace, code, prepared.device, self)

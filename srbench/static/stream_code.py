@@ -118,10 +118,10 @@ class StreamCodeWriter(CodeWriter):
         cleanup_slab_bytes: int | None,
     ) -> Program:
         """``bodies`` from :meth:`node_bodies`, ops in ``bodies`` exactly the scheduled ones."""
+        # taken at the start and given back after the join: the graph's last slab reader need not
+        # be the last to run (not even in the issue order), so nothing is released early
         self.cleanup_slab_bytes = cleanup_slab_bytes
-        # the slab is given back after the join: the graph's last slab reader need not be the
-        # last to run (not even in the issue order), so nothing is released early
-        self.slab_last_read = None
+        self.slab_layout = None
         self.bind_guards()
         lines_of = dict(bodies)
         returned, write_back, flat = self.epilogue()

@@ -1,0 +1,91 @@
+"""With cleanup_activations the slab is held in segments, each taken right before its first writer
+and given back right after its last reader, so memory the run allocates late does not stack on
+slab bytes no tensor uses any more (srbench.static.slab_schedule)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from srbench.measure.memory import observe_allocations
+from srbench.memory.records import TensorUsageRecord
+from srbench.static import StaticModule, StaticOptions
+from srbench.static.slab_schedule import MIN_CUT_BYTES, SlabLayout, SlabSegment, slab_layout
+
+MIB = 1 << 20
+STEPS = [f"n{i}" for i in range(8)]
+EVERY_STEP = frozenset(STEPS)
+
+
+def test_the_plan_is_cut_where_its_high_water_mark_falls_for_good():
+    records = [
+        TensorUsageRecord("a", 0, 2, 2 * MIB),
+        TensorUsageRecord("b", 1, 3, 2 * MIB),
+        TensorUsageRecord("c", 4, 6, 64),  # late and small, placed at 0: inside a's bytes
+    ]
+    offsets = {"a": 0, "b": 2 * MIB, "c": 0}
+    layout = slab_layout(STEPS, records, offsets, 4 * MIB, EVERY_STEP)
+    # c's end (64) lies inside a: the cut moves up to the next offset no record straddles
+    assert layout.segments == (
+        SlabSegment(0, 2 * MIB, take_before="n0", release_after="n6"),
+        SlabSegment(2 * MIB, 2 * MIB, take_before="n1", release_after="n3"),
+    )
+    assert layout.locate(2 * MIB + 128) == (1, 128)
+    assert layout.locate(64) == (0, 64)
+
+
+def test_a_cut_that_gives_back_little_is_not_made_and_one_segment_is_taken_at_its_first_writer():
+    records = [TensorUsageRecord("a", 2, 3, MIN_CUT_BYTES // 2), TensorUsageRecord("b", 4, 5, 64)]
+    layout = slab_layout(STEPS, records, {"a": 0, "b": MIN_CUT_BYTES // 2}, MIN_CUT_BYTES // 2 + 64, EVERY_STEP)
+    assert layout.segments == (SlabSegment(0, MIN_CUT_BYTES // 2 + 64, take_before="n2", release_after="n5"),)
+
+
+def test_a_segment_whose_first_writer_runs_no_code_is_taken_at_the_start():
+    records = [TensorUsageRecord("a", 2, 3, 64)]
+    layout = slab_layout(STEPS, records, {"a": 0}, 64, frozenset({"n3"}))
+    assert layout == SlabLayout((SlabSegment(0, 64, take_before=None, release_after="n3"),))
+
+
+class Funnel(nn.Module):
+    """Large intermediates first, then small ones, then a large output: a slab held whole until
+    the last small read would sit under the output."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.tanh(x)
+        b = torch.sigmoid(a)
+        c = a * b
+        t = torch.tanh(c.sum(0))
+        return torch.outer(t, t)
+
+
+@pytest.fixture
+def funnel_input(one_thread) -> torch.Tensor:
+    torch.manual_seed(0)
+    return torch.randn(512, 1024)  # 2 MiB per intermediate
+
+
+def test_segments_are_given_back_early_and_the_run_gives_eager_s_values(funnel_input):
+    model = Funnel()
+    module = StaticModule(model, (funnel_input,), StaticOptions())
+    prepared = module.prepared
+    assert prepared.program.slab is not None and len(prepared.program.slab.segments) >= 2
+    runtime = module.runtime()
+    for x in (funnel_input, torch.randn(512, 1024)):
+        assert torch.equal(runtime(x), model(x))
+    assert runtime.slab_bytes == 0
+    output_bytes = 1024 * 1024 * 4
+    peak = observe_allocations(lambda: runtime(funnel_input)).peak_bytes
+    # held whole until the last small read, the slab would sit under the output
+    assert peak < prepared.slab_bytes + output_bytes
+    assert peak <= 2 * MIB + output_bytes + 64 * 1024
+    profile = runtime.profile((funnel_input,), iterations=3, warmup=1)
+    assert profile.slab_alloc_ms >= 0 and profile.slab_free_ms >= 0
+
+
+def test_a_slab_kept_between_runs_is_one_storage(funnel_input):
+    module = StaticModule(Funnel(), (funnel_input,), StaticOptions(cleanup_activations=False))
+    assert module.prepared.program.slab is None
+    runtime = module.runtime()
+    runtime(funnel_input)
+    assert runtime.slab_bytes == module.prepared.slab_bytes
