@@ -8,10 +8,17 @@ import pytest
 import torch
 from torch import nn
 
-from srbench.measure.memory import observe_allocations
+from srbench.measure.memory import observe_allocations, page_faults_per_run
 from srbench.memory.records import TensorUsageRecord
-from srbench.static import StaticModule, StaticOptions
-from srbench.static.slab_schedule import MIN_CUT_BYTES, SlabLayout, SlabSegment, slab_layout
+from srbench.static import StaticModule, StaticOptions, page_release
+from srbench.static.slab_schedule import (
+    LAZY_RELEASE_BYTES,
+    MIN_CUT_BYTES,
+    Release,
+    SlabLayout,
+    SlabSegment,
+    slab_layout,
+)
 
 MIB = 1 << 20
 STEPS = [f"n{i}" for i in range(8)]
@@ -89,3 +96,28 @@ def test_a_slab_kept_between_runs_is_one_storage(funnel_input):
     runtime = module.runtime()
     runtime(funnel_input)
     assert runtime.slab_bytes == module.prepared.slab_bytes
+
+
+def test_a_segment_past_glibc_s_mmap_threshold_keeps_its_storage_and_gives_its_pages_back_lazily():
+    records = [TensorUsageRecord("big", 0, 1, LAZY_RELEASE_BYTES), TensorUsageRecord("small", 0, 1, 64)]
+    offsets = {"big": 0, "small": LAZY_RELEASE_BYTES}
+    lazy = slab_layout(STEPS, records, offsets, LAZY_RELEASE_BYTES + 64, EVERY_STEP, lazy_release=True)
+    assert [segment.release for segment in lazy.segments] == [Release.LAZY]
+    eager_release = slab_layout(STEPS, records, offsets, LAZY_RELEASE_BYTES + 64, EVERY_STEP)
+    assert [segment.release for segment in eager_release.segments] == [Release.RESIZE]
+
+
+class Chain(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (torch.tanh(x) * torch.sigmoid(x)).sum()
+
+
+@pytest.mark.skipif(not page_release.supported(torch.device("cpu")), reason="madvise needs Linux")
+def test_a_large_slab_runs_without_page_faults_and_is_reported_as_held(one_thread):
+    x = torch.randn(LAZY_RELEASE_BYTES // 4)  # 32 MiB per intermediate
+    module = StaticModule(Chain(), (x,), StaticOptions())
+    runtime = module.runtime()
+    assert torch.equal(runtime(x), Chain()(x))
+    assert runtime.slab_bytes == module.prepared.slab_bytes  # kept: torch's allocator still counts it
+    pages = module.prepared.slab_bytes // 4096
+    assert page_faults_per_run(lambda: runtime(x), runs=3) < pages / 100  # resized to 0 and back: every page

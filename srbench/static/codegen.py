@@ -30,7 +30,8 @@ from srbench.observe.record import node_label
 from srbench.static.calls import Call, Const
 from srbench.static.choose import NodePlan, RunAs
 from srbench.static.errors import inference_only_error
-from srbench.static.slab_schedule import SlabLayout
+from srbench.static.page_release import release_pages
+from srbench.static.slab_schedule import Release, SlabLayout
 
 if TYPE_CHECKING:
     from srbench.static.stream_code import StreamProgram
@@ -57,6 +58,7 @@ class Hook:
     SET_STREAM = "_set_stream"
     CURRENT_STREAM = "_current_stream"
     RECORD_STREAM = "_record_stream"
+    RELEASE_PAGES = "_release_pages"  # gives a storage's pages back to the OS lazily (page_release)
 
     @staticmethod
     def slab(segment: int) -> str:
@@ -98,10 +100,12 @@ class RuntimeHooks:
     busy: Callable[[], Exception] = RuntimeError
     streams: Mapping[str, Any] = field(default_factory=dict)
     slab_segments: tuple[torch.UntypedStorage, ...] = ()
+    release_pages: Callable[[torch.UntypedStorage], None] = release_pages
 
     def as_globals(self) -> dict[str, Any]:
         return {
             Hook.MISS: self.miss,
+            Hook.RELEASE_PAGES: self.release_pages,
             **{Hook.slab(index): storage for index, storage in enumerate((self.slab, *self.slab_segments))},
             Hook.TIMES: self.times,
             Hook.CLOCK: self.clock,
@@ -529,9 +533,17 @@ class CodeWriter:
         segments = list(enumerate(layout.segments)) if layout is not None else []
         takes: dict[str | None, list[str]] = {}
         releases: dict[str | None, list[str]] = {}
+        finally_lines = []
         for index, segment in segments:
-            takes.setdefault(segment.take_before, []).append(f"{Hook.slab(index)}.resize_({segment.size})")
-            releases.setdefault(segment.release_after, []).append(f"{Hook.slab(index)}.resize_(0)")
+            storage = Hook.slab(index)
+            if segment.release is Release.LAZY:  # kept: resized only if another program of the runtime did
+                take = f"{storage}.nbytes() == {segment.size} or {storage}.resize_({segment.size})"
+                finally_lines.append(f"{INDENT}{Hook.RELEASE_PAGES}({storage})")
+            else:
+                take = f"{storage}.resize_({segment.size})"
+                releases.setdefault(segment.release_after, []).append(f"{storage}.resize_(0)")
+                finally_lines.append(f"{INDENT}{storage}.resize_(0)")
+            takes.setdefault(segment.take_before, []).append(take)
         lines += takes.get(None, [])
         if profile:
             lines.append(tick.format(slot=0))
@@ -552,7 +564,7 @@ class CodeWriter:
         if segments:
             if profile:
                 tail.append(f"{INDENT}_t0 = {Hook.CLOCK}()")
-            tail += [f"{INDENT}{Hook.slab(index)}.resize_(0)" for index, _ in segments]
+            tail += finally_lines
             if profile:
                 tail.append(f"{INDENT}{Hook.TIMES}[{len(body) + 1}] += {Hook.CLOCK}() - _t0")
         if claims:

@@ -23,6 +23,7 @@ from srbench.memory.records import TensorUsageRecord
 from srbench.options import StaticOptions
 from srbench.planners import PlanResult, plan_memory
 from srbench.schedulers import Schedule
+from srbench.static import page_release
 from srbench.static.choose import Chooser, NodePlan, RunAs, written_storages
 from srbench.static.codegen import CodeWriter, Program
 from srbench.static.errors import UnsupportedOpError
@@ -264,7 +265,8 @@ def prepare_graph(
             return None
         steps = [node.name for node in graph.nodes]
         runs_code = frozenset(name for name, _ in bodies)
-        return slab_layout(steps, slab_records, plan.plan.offsets, plan.plan.total_bytes, runs_code)
+        lazy = page_release.supported(device)
+        return slab_layout(steps, slab_records, plan.plan.offsets, plan.plan.total_bytes, runs_code, lazy)
 
     def prepared_with(
         plan: PlanResult | None, output_plan: PlanResult | None, program: Program, **streams: Any

@@ -24,8 +24,9 @@ import torch
 from srbench.static.calls import invoke
 from srbench.static.codegen import Entry, RuntimeHooks
 from srbench.static.errors import ConcurrentUseError
+from srbench.static.page_release import release_pages
 from srbench.static.prepared import ManagedTensor, PreparedGraph, input_key
-from srbench.static.slab_schedule import SlabLayout
+from srbench.static.slab_schedule import Release, SlabLayout
 from srbench.static.stream_runner import bind_streams
 
 if TYPE_CHECKING:
@@ -177,8 +178,11 @@ class StaticRuntime:
                 namespace[view.name] = invoke(view.call, env)
                 env.update({node: namespace[view.name] for node in holders[view.name]})
         if self.module.options.cleanup_activations:
-            for storage in storages:
-                storage.resize_(0)
+            for storage, segment in zip(storages, layout.segments):
+                if segment.release is Release.LAZY:
+                    release_pages(storage)  # kept between runs, its pages the OS's until the first run
+                else:
+                    storage.resize_(0)
         code = code if code is not None else self.module.code(prepared)
         if program.streams is not None:
             streams = bind_streams(program.streams, namespace, code, prepared.device, self)
