@@ -18,6 +18,8 @@ not events: what is observed is what the run itself allocates.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -144,6 +146,24 @@ def recorded_run(prof: profile, device: str = "cpu") -> RecordedRun:
     return RecordedRun(device, tuple(spans), tuple(Allocation(**entry) for entry in made))
 
 
+@contextlib.contextmanager
+def _kineto_quiet() -> Iterator[None]:
+    """Keep what the profiler's C++ side prints on file descriptor 2 when it starts and stops
+    (``profiler_start`` lines, a warning about memory allocated before it) off the terminal."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no descriptor 2 to silence
+        yield
+        return
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def record(run: Callable[[], Any], device: str = "cpu") -> RecordedRun:
     """Profile one call of ``run`` (which marks its nodes with :func:`node_label` ranges) and
     return its attributed allocations. The result of ``run`` is dropped inside the profiled span,
@@ -151,7 +171,7 @@ def record(run: Callable[[], Any], device: str = "cpu") -> RecordedRun:
     activities = [ProfilerActivity.CPU]
     if device.startswith("cuda"):
         activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities, profile_memory=True) as prof:
+    with _kineto_quiet(), profile(activities=activities, profile_memory=True) as prof:
         result = run()
         del result
         if device.startswith("cuda"):
