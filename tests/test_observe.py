@@ -171,3 +171,14 @@ def test_cli_unknown_model_is_one_line(capsys):
     assert main(["observe", "--model", "no_such_model"]) == 2
     err = capsys.readouterr().err
     assert "no_such_model" in err and len(err.strip().splitlines()) == 1
+
+
+def test_compare_report_shows_the_live_bytes_picture_of_observed_models(tmp_path, capsys):
+    argv = ["compare", "--models", "mlp", "--planners", "greedy_by_size", "--out", str(tmp_path)]
+    assert main([*argv, "--observe", "mlp", "--observe", "no_such_model"]) == 1
+    assert "cannot observe model 'no_such_model'" in capsys.readouterr().err
+    assert (tmp_path / "compare-figures" / "observed-mlp.png").read_bytes().startswith(b"\x89PNG")
+    page = (tmp_path / "compare.html").read_text()
+    assert "mlp: live bytes, estimated, planned and observed" in page and "data:image/png;base64," in page
+    report = json.loads((tmp_path / "compare.json").read_text())
+    assert any("no_such_model" in failure for failure in report["failures"])

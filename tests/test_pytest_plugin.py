@@ -236,6 +236,8 @@ def test_benchmark_times_cases_and_writes_the_run_and_the_merged_summary(pyteste
     assert summary["status"] == "complete" and summary["timed"] and summary["counts"] == {"passed": 3}
     rows = {row["runtime"]: row for row in summary["models"]["mlp"]}
     assert rows["eager"]["latency_to_eager"] == 1.0
+    # eager's peak estimated on fake tensors, once per model, beside each case's observed peak
+    assert rows["eager"]["estimated_peak_bytes"] == rows["static_runtime"]["estimated_peak_bytes"] > 0
     ratio = rows["static_runtime"]["latency_median_s"] / rows["eager"]["latency_median_s"]
     assert rows["static_runtime"]["latency_to_eager"] == pytest.approx(ratio)
     profile = json.loads((pytester.path / "results" / rows["static_runtime"]["profile"]).read_text())

@@ -92,6 +92,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="MODEL:PLANNER",
         help="draw this plan's memory layout (repeatable; default: each model's smallest plan)",
     )
+    parser.add_argument(
+        "--observe",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="also run this zoo model and picture its live bytes: eager and srbench observed, estimated, "
+        "planned, lower bound (repeatable; see srbench observe)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -103,6 +111,15 @@ def _stream_counts(text: str) -> list[int]:
     if not counts or any(count < 2 for count in counts):
         raise argparse.ArgumentTypeError(f"expected stream counts of 2 or more, separated by commas; got {text!r}")
     return counts
+
+
+def _observed(args: argparse.Namespace) -> tuple[list, list[str]]:
+    """The live-bytes pictures of ``--observe`` models (:mod:`srbench.observe.for_compare`)."""
+    if not args.observe:
+        return [], []
+    from srbench.observe.for_compare import observation_pictures
+
+    return observation_pictures(args.observe, batch=args.batch)
 
 
 def _layout(text: str) -> tuple[str, str]:
@@ -147,7 +164,11 @@ def run(args: argparse.Namespace) -> ExitStatus:
         return ExitStatus.UNUSABLE
     print(text_report(comparison, summarize(comparison.rows, comparison.planners)))
     metadata = {"command": "srbench " + " ".join(sys.argv[1:]), "batch": args.batch, "decompose": args.decompose}
-    written = write_report(comparison, args.out, layouts=args.layout, metadata=metadata)
+    observed, observe_failures = _observed(args)
+    for failure in observe_failures:
+        print_error("compare", failure)
+    comparison.failures.extend(observe_failures)
+    written = write_report(comparison, args.out, layouts=args.layout, metadata=metadata, extra_pictures=observed)
     for failure in written.failures:
         print_error("compare", failure)
     print(

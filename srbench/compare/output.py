@@ -107,15 +107,18 @@ def write_report(
     out: Path,
     layouts: Sequence[tuple[str, str]] | None = None,
     metadata: Mapping[str, Any] | None = None,
+    extra_pictures: Sequence[Picture] = (),
 ) -> Written:
     """Write compare.json, compare.md, compare.html and the PNGs (``out/compare-figures/``,
     replaced as a whole: it never mixes pictures of this comparison with an earlier one's).
     ``layouts`` defaults to :func:`default_layouts`. Pictures that cannot be drawn are left out
-    and listed in the result's ``failures`` (and in the reports)."""
+    and listed in the result's ``failures`` (and in the reports). ``extra_pictures`` (drawn by the
+    caller, such as ``srbench observe``'s live-bytes pictures) are written and shown with the others."""
     out = Path(out)
     summaries = summarize(comparison.rows, comparison.planners)
     by_zoo = summarize_by_zoo(comparison.rows, comparison.planners)
     pictures, picture_failures = figures(comparison, default_layouts(comparison) if layouts is None else layouts)
+    pictures += extra_pictures
     figure_dir = out / f"{STEM}-figures"
     with atomic_directory(figure_dir) as temporary:
         for picture in pictures:

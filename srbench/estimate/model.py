@@ -8,6 +8,7 @@ the estimate covers that part, marked incomplete, and names the node where traci
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -79,3 +80,22 @@ def estimate_model(
 def estimate_case(case: ModelCase, *, batch: int | None = None, **options: Any) -> GraphEstimate:
     """Estimate a zoo case at its default input shape (``batch`` overrides the batch size)."""
     return estimate_model(case.build, lambda: case.example_inputs(0, batch=batch), name=case.name, **options)
+
+
+_EAGER_PEAKS: dict[tuple[str, int | None, str], int | None] = {}
+
+
+def estimated_eager_peak(case: ModelCase, *, batch: int | None = None, device: str = "cpu") -> int | None:
+    """Eager's peak for a zoo case (bytes requested), estimated once per model, batch and device in
+    this process: the suites' cases of one model share it. None, with a warning saying why, when
+    the model cannot be estimated completely (``srbench estimate`` shows where it stops)."""
+    key = (case.name, batch, device)
+    if key not in _EAGER_PEAKS:
+        try:
+            estimate = estimate_case(case, batch=batch, device=device)
+        except Exception as error:  # the estimate is a figure beside a measured case: never its failure
+            warnings.warn(f"cannot estimate {case.name!r}: {type(error).__name__}: {error}", stacklevel=2)
+            estimate = None
+        complete = estimate is not None and estimate.complete
+        _EAGER_PEAKS[key] = estimate.eager.peak_requested if estimate is not None and complete else None
+    return _EAGER_PEAKS[key]

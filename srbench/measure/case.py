@@ -61,7 +61,11 @@ class PreparedCase:
         )
 
     def measure_memory(self) -> MemoryReport:
-        return measure_memory(self.runtime, self.first_inputs, device=self.spec.options.device)
+        from srbench.estimate.model import estimated_eager_peak
+
+        device = self.spec.options.device
+        estimated = estimated_eager_peak(self.model_case, batch=self.spec.batch, device=device)
+        return measure_memory(self.runtime, self.first_inputs, device=device, estimated_peak_bytes=estimated)
 
     def op_profile(self, iterations: int = 10) -> dict[str, float]:
         return op_profile(self.runtime, self.first_inputs, iterations=iterations)

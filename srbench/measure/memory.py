@@ -1,11 +1,13 @@
 """Memory of one run: what the runtime planned, the lower bound, and what the run really did.
 
-The observed side comes from ``torch.profiler`` with ``profile_memory=True``, which records every
-allocation and free of the profiled device: the peak is the highest running total over one call
-(counted from zero at its start, outputs included), and the allocation count says whether a
-runtime that claims to pre-plan its memory still allocates in steady state. Minor page faults
-per call (``resource.getrusage``) show the cost of handing memory back to the OS and taking it
-again. The planned side is reported only by runtimes that plan (``planned_memory()``).
+The observed side comes from ``torch.profiler`` with ``profile_memory=True`` read by
+:mod:`srbench.observe.record`, which records every allocation and free of the profiled device: the
+peak is the most bytes the call had allocated at once (its own allocations, outputs included),
+and the allocation count says whether a runtime that claims to pre-plan its memory still
+allocates in steady state. Minor page faults per call (``resource.getrusage``) show the cost of
+handing memory back to the OS and taking it again. The planned side is reported only by runtimes
+that plan (``planned_memory()``); the estimated side is eager's peak estimated on fake tensors
+(:mod:`srbench.estimate`), when the caller gives it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ import resource
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
-
-from torch.profiler import ProfilerActivity, profile
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class MemoryReport:
     allocations: int
     allocated_bytes: int
     page_faults_per_run: float
+    estimated_peak_bytes: int | None = None  # eager's peak, estimated on fake tensors
 
     @property
     def planned_to_lower_bound(self) -> float | None:
@@ -47,26 +48,14 @@ class ObservedAllocations:
 
 def observe_allocations(run: Callable[[], Any], device: str = "cpu") -> ObservedAllocations:
     """Profile one call of ``run`` and sum the allocations it made on ``device``."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    with profile(activities=activities, profile_memory=True) as prof:
-        result = run()
-    del result
-    wanted = "CUDA" if device.startswith("cuda") else "CPU"
-    live = peak = allocations = allocated = 0
-    events = sorted(
-        (event for event in prof.profiler.kineto_results.events() if event.name() == "[memory]"),
-        key=lambda event: event.start_ns(),
+    from srbench.observe.record import live_bytes_over, record
+
+    allocations = record(run, device).allocations
+    return ObservedAllocations(
+        peak_bytes=max((live for _, live in live_bytes_over(allocations)), default=0),
+        allocations=len(allocations),
+        allocated_bytes=sum(allocation.nbytes for allocation in allocations),
     )
-    for event in events:
-        if event.device_type().name != wanted:
-            continue
-        nbytes = event.nbytes()
-        live += nbytes
-        peak = max(peak, live)
-        if nbytes > 0:
-            allocations += 1
-            allocated += nbytes
-    return ObservedAllocations(peak_bytes=peak, allocations=allocations, allocated_bytes=allocated)
 
 
 def page_faults_per_run(run: Callable[[], Any], runs: int = 10) -> float:
@@ -78,8 +67,11 @@ def page_faults_per_run(run: Callable[[], Any], runs: int = 10) -> float:
     return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / runs
 
 
-def measure_memory(runtime: Callable[..., Any], inputs: tuple, *, device: str = "cpu") -> MemoryReport:
-    """Memory figures of ``runtime`` on ``inputs`` in steady state (after a warm-up call)."""
+def measure_memory(
+    runtime: Callable[..., Any], inputs: tuple, *, device: str = "cpu", estimated_peak_bytes: int | None = None
+) -> MemoryReport:
+    """Memory figures of ``runtime`` on ``inputs`` in steady state (after a warm-up call);
+    ``estimated_peak_bytes`` is carried into the report as given."""
     call = lambda: runtime(*inputs)  # noqa: E731 - a thunk for the observers
     faults = page_faults_per_run(call)
     observed = observe_allocations(call, device)
@@ -93,4 +85,5 @@ def measure_memory(runtime: Callable[..., Any], inputs: tuple, *, device: str = 
         allocations=observed.allocations,
         allocated_bytes=observed.allocated_bytes,
         page_faults_per_run=faults,
+        estimated_peak_bytes=estimated_peak_bytes,
     )

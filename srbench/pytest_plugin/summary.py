@@ -114,6 +114,7 @@ METRICS: tuple[Metric, ...] = (
         terminal="plan/LB",
     ),
     Metric("peak_bytes", "peak", Unit.BYTES, lambda m: m.memory.get("peak_bytes"), terminal="peak"),
+    Metric("estimated_peak_bytes", "est. eager peak", Unit.BYTES, lambda m: m.memory.get("estimated_peak_bytes")),
     Metric("graph_lower_bound_bytes", "graph LB", Unit.BYTES, lambda m: m.graph_lower_bound),
     Metric(
         "peak_to_graph_lower_bound",
