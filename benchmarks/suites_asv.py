@@ -12,7 +12,8 @@ nothing. For every case:
   importing torch and preparing the runtime, so it tracks the whole footprint of running a case);
 - ``Memory.track_<name>``, one per entry of ``srbench.asv_tracking.tracked_metrics.TRACKED_METRICS``
   (add a tracked number there): planned bytes, their ratio to the lower bound, allocations per
-  steady-state call and the peak of what one call allocates (``torch.profiler``);
+  steady-state call, the peak of what one call allocates (``torch.profiler``) and eager's peak
+  estimated on fake tensors (``srbench.estimate``);
 - ``OpTime.track_op_time``: seconds per call by bucket of node kinds (convolution, matmul,
   attention, ..., ``other``, ``total``; see ``tracked_metrics``).
 

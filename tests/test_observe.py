@@ -182,3 +182,20 @@ def test_compare_report_shows_the_live_bytes_picture_of_observed_models(tmp_path
     assert "mlp: live bytes, estimated, planned and observed" in page and "data:image/png;base64," in page
     report = json.loads((tmp_path / "compare.json").read_text())
     assert any("no_such_model" in failure for failure in report["failures"])
+
+
+def test_asv_tracks_the_estimated_peak_beside_the_observed_one():
+    from pathlib import Path
+
+    from srbench.asv_tracking.tracked_metrics import TRACKED_METRICS, measure
+    from srbench.estimate import estimate_case
+    from srbench.suites import load_suite
+
+    quick = load_suite(Path(__file__).resolve().parents[1] / "suites" / "quick.yaml")
+    spec = next(case for case in quick.cases if case.model == "mlp" and case.runtime == "srbench")
+    record = measure(spec).record
+    tracked = {metric.key for metric in TRACKED_METRICS}
+    assert {"estimated_peak_bytes", "peak_bytes", "planned_bytes"} <= tracked
+    expected = estimate_case(load_zoo().get("mlp"), batch=spec.batch).eager.peak_requested
+    assert record["estimated_peak_bytes"] == expected > 0
+    assert record["peak_bytes"] > 0 and record["planned_bytes"] > 0

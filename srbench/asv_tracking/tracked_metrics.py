@@ -37,6 +37,7 @@ TRACKED_METRICS = (
     TrackedMetric("lower_bound_ratio", "planned/lower bound", "planned_to_lower_bound"),
     TrackedMetric("allocations_per_run", "allocations", "allocations"),
     TrackedMetric("observed_peak_bytes", "bytes", "peak_bytes"),
+    TrackedMetric("estimated_peak_bytes", "bytes", "estimated_peak_bytes"),  # eager's, on fake tensors
 )
 
 # (bucket, pattern searched in a node kind's bare name: "aten::_embedding_bag" -> "embedding_bag");
