@@ -73,7 +73,7 @@ def test_ratios_are_to_eager_and_to_the_lower_bounds():
     assert srbench["top_ops_ms"] == {"aten::addmm": 0.6, "aten::relu": 0.3, "aten::t": 0.1}
     markdown = render_markdown("title", [], summary_rows(outcomes))
     assert (
-        "| m-srbench | passed | 1,000.0 | 0.50x | 12 KiB | 10 KiB | 1.20x | 15 KiB | 10 KiB | 1.50x | 1 | 0 | 0 |"
+        "| m-srbench | passed | 1,000.0 | 0.50x | 12 KiB | 10 KiB | 1.20x | 15 KiB | n/a | 10 KiB | 1.50x | 1 | 0 | 0 |"
         in (markdown)
     )
     assert "- srbench: aten::addmm 60%, aten::relu 30%, aten::t 10%" in markdown  # the top ops per model

@@ -72,21 +72,28 @@ class KernelRule:
 
 def _onednn_convolution(node: torch.fx.Node) -> int | None:
     """oneDNN reorders the input (unless it has fewer than 8 channels), the weight and the output
-    into blocked layouts, all alive at once (a strided 1x1 convolution also keeps a subsampled copy
-    of the input: twice the output's spatial size times the input's channels, plus 128 bytes);
-    then it frees them except the blocked output and allocates the result to reorder into. Beyond
-    its result the node so needs the larger of (all those copies less one output) and one output."""
+    into blocked layouts, all alive at once; a strided 1x1 convolution also keeps one subsampled
+    copy of the input per thread (the input's channels at the output's spatial size, plus 128
+    bytes once); then it frees them but the blocked output and allocates the result to reorder
+    into. Beyond its result the node so needs the larger of (all those copies less one output) and
+    one output. On one thread an unstrided 1x1 convolution runs on the plain layout: nothing.
+    The thread count is this process's (``torch.get_num_threads()``): estimate under the one
+    the model will run with."""
     x, weight, out = _value(node, 0), _value(node, 1), node.meta.get("val")
     if not all(isinstance(v, torch.Tensor) for v in (x, weight, out)):
         return None
     assert isinstance(x, torch.Tensor) and isinstance(weight, torch.Tensor) and isinstance(out, torch.Tensor)
     if x.dim() != 4 or x.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
         return None
-    total = storage_nbytes(weight) + storage_nbytes(out) + (storage_nbytes(x) if x.shape[1] >= 8 else 0)
+    threads = torch.get_num_threads()
     stride = _value(node, 3)
     strided = isinstance(stride, (list, tuple)) and any(s > 1 for s in stride)
-    if tuple(weight.shape[2:]) == (1, 1) and strided:
-        total += 2 * x.shape[1] * out.shape[2] * out.shape[3] * x.element_size() + 128
+    pointwise = tuple(weight.shape[2:]) == (1, 1)
+    if pointwise and not strided and threads == 1:
+        return 0
+    total = storage_nbytes(weight) + storage_nbytes(out) + (storage_nbytes(x) if x.shape[1] >= 8 else 0)
+    if pointwise and strided:
+        total += threads * x.shape[1] * out.shape[2] * out.shape[3] * x.element_size() + 128
     result = storage_nbytes(out)
     return int(max(total - result, result))
 
@@ -123,10 +130,11 @@ RULES: tuple[KernelRule, ...] = (
         ops=frozenset({"aten.conv2d.default", "aten.convolution.default"}),
         device="cpu",
         temporary=_onednn_convolution,
-        evidence="srbench observe --model resnet50 / resnet18 / mobilenet_v2: every float32 conv2d allocates "
-        "reordered copies of its input, weight and output inside mkldnn_convolution; exact for 3x3 and "
-        "unstrided 1x1 convolutions and depthwise ones; MobileNetV2's 1x1 expansions after a residual add "
-        "allocated nothing (the rule over-estimates them)",
+        evidence="srbench observe --model resnet50 / resnet18 / mobilenet_v2 at 1 and 2 threads: every float32 "
+        "conv2d allocates reordered copies of its input, weight and output inside mkldnn_convolution (but "
+        "unstrided 1x1 ones on one thread); exact on every convolution of ResNet-18 and ResNet-50 at 1 and 2 "
+        "threads; at 2 threads MobileNetV2's 1x1 expansions after a residual add allocated nothing (the rule "
+        "over-estimates them)",
     ),
     KernelRule(
         ops=frozenset({"aten.linear.default"}),

@@ -82,14 +82,15 @@ def estimate_case(case: ModelCase, *, batch: int | None = None, **options: Any) 
     return estimate_model(case.build, lambda: case.example_inputs(0, batch=batch), name=case.name, **options)
 
 
-_EAGER_PEAKS: dict[tuple[str, int | None, str], int | None] = {}
+_EAGER_PEAKS: dict[tuple[str, int | None, str, int], int | None] = {}
 
 
 def estimated_eager_peak(case: ModelCase, *, batch: int | None = None, device: str = "cpu") -> int | None:
-    """Eager's peak for a zoo case (bytes requested), estimated once per model, batch and device in
-    this process: the suites' cases of one model share it. None, with a warning saying why, when
+    """Eager's peak for a zoo case (bytes requested), estimated once per model, batch, device and
+    intra-op thread count (some kernels' workspaces depend on it) in this process: the suites'
+    cases of one model share it. None, with a warning saying why, when
     the model cannot be estimated completely (``srbench estimate`` shows where it stops)."""
-    key = (case.name, batch, device)
+    key = (case.name, batch, device, torch.get_num_threads())
     if key not in _EAGER_PEAKS:
         try:
             estimate = estimate_case(case, batch=batch, device=device)
