@@ -309,4 +309,6 @@ def coloured_pixels(screenshot: Path) -> int:
     import matplotlib.image
 
     pixels = matplotlib.image.imread(screenshot)[108:674, 253:1166, :3]  # the frame and its edges
-    return int(((pixels.max(axis=2) - pixels.min(axis=2)) > 0.3).sum())
+    # 0.15, not more: asv's palette has pale colours, and where several cases share a figure (the
+    # estimated peak is one per model) their markers overlap, so few pixels are strongly coloured
+    return int(((pixels.max(axis=2) - pixels.min(axis=2)) > 0.15).sum())
