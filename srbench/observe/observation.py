@@ -8,6 +8,11 @@ allocations rose above its results at their peak, which is what the node adds to
 (the same quantity :mod:`srbench.estimate` estimates); and the most bytes alive in the whole run
 while it ran. A node that allocates nothing (an out variant writing into a slab, a view)
 shows zeros: that is how a runtime's claim of zero steady-state allocations is checked.
+
+On CUDA the bytes are the caching allocator's blocks, as ``torch.cuda.max_memory_allocated``
+counts them; ``requested_bytes`` is what the node's allocations asked for, and ``reserved_bytes``
+the segments the allocator opened during the node (from its history; 0 on the CPU, whose
+allocator caches nothing).
 """
 
 from __future__ import annotations
@@ -37,16 +42,19 @@ class NodeObservation:
     node: str
     allocations: int
     allocated_bytes: int
+    requested_bytes: int
     output_bytes: int
     temporary_bytes: int
     live_bytes: int
+    reserved_bytes: int
     workspaces: tuple[Workspace, ...] = ()
 
 
 @dataclass(frozen=True)
 class Observation:
     """One run, observed. ``between_nodes`` counts allocations made outside every node (the
-    runtime's own work); ``peak_bytes`` is the most bytes the run had allocated at once."""
+    runtime's own work); ``peak_bytes`` is the most bytes the run had allocated at once;
+    ``reserved_bytes`` what the device's caching allocator took from the device during the run."""
 
     runtime: str
     model: str
@@ -57,6 +65,7 @@ class Observation:
     allocated_bytes: int
     between_nodes: int
     between_nodes_bytes: int
+    reserved_bytes: int
     run: RecordedRun
 
     def node(self, name: str) -> NodeObservation:
@@ -101,9 +110,11 @@ def observe_run(run: RecordedRun, *, runtime: str, model: str) -> Observation:
                 node=span.node,
                 allocations=len(made),
                 allocated_bytes=sum(a.nbytes for a in made),
+                requested_bytes=sum(a.requested for a in made),
                 output_bytes=outputs,
                 temporary_bytes=max(0, _local_peak(made) - outputs),
                 live_bytes=_live_during(series, times, span.start_ns, span.end_ns),
+                reserved_bytes=sum(a.reserved_change for a in made),
                 workspaces=tuple(Workspace(span.node, a.ops, a.nbytes) for a in temporaries),
             )
         )
@@ -118,6 +129,7 @@ def observe_run(run: RecordedRun, *, runtime: str, model: str) -> Observation:
         allocated_bytes=sum(a.nbytes for a in run.allocations),
         between_nodes=len(outside),
         between_nodes_bytes=sum(a.nbytes for a in outside),
+        reserved_bytes=sum(a.reserved_change for a in run.allocations),
         run=run,
     )
 

@@ -13,6 +13,10 @@ dropping values after their last use) is attributed to the gap after the node th
 
 Allocations made before the profiler started (inputs, parameters, a slab kept between runs) are
 not events: what is observed is what the run itself allocates.
+
+On CUDA the profiler's events are the caching allocator's blocks (requests rounded up to 512
+bytes); the allocator's own history, recorded over the same run (:mod:`srbench.observe.cuda`),
+adds what each allocation requested and the segments the allocator opened for it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch.profiler import ProfilerActivity, profile
 
 NODE_PREFIX = "srbench.node:"
@@ -37,13 +40,20 @@ def node_label(name: str) -> str:
 
 @dataclass(frozen=True)
 class Allocation:
-    """One allocation of the run. ``node`` made it (inside ``ops``, outermost ATen op first);
-    ``after`` is the node that ran last before it when it was made between nodes (then ``node`` is
-    None). ``freed_in`` is the node during which it was freed, ``freed_after`` the node it was freed
-    after (between nodes); both None when it outlived the run (results, or a slab kept)."""
+    """One allocation of the run, ``nbytes`` at ``address``. ``node`` made it (inside ``ops``,
+    outermost ATen op first); ``after`` is the node that ran last before it when it was made
+    between nodes (then ``node`` is None). ``freed_in`` is the node during which it was freed,
+    ``freed_after`` the node it was freed after (between nodes); both None when it outlived the run
+    (results, or a slab kept).
+
+    On CUDA ``nbytes`` is the caching allocator's block; ``requested_bytes`` what was asked for
+    and ``reserved_change`` the segment bytes the allocator opened to serve it (its history;
+    ``requested_bytes`` is None where the history does not say: on the CPU, whose allocator gives
+    exactly what is asked, and caches nothing)."""
 
     index: int
     nbytes: int
+    address: int
     node: str | None
     ops: tuple[str, ...]
     after: str | None
@@ -52,6 +62,13 @@ class Allocation:
     freed_after: str | None
     start_ns: int
     end_ns: int | None
+    requested_bytes: int | None = None
+    reserved_change: int = 0
+
+    @property
+    def requested(self) -> int:
+        """Bytes the program asked for: ``requested_bytes`` where the allocator's history says, else ``nbytes``."""
+        return self.nbytes if self.requested_bytes is None else self.requested_bytes
 
 
 @dataclass(frozen=True)
@@ -125,6 +142,7 @@ def recorded_run(prof: profile, device: str = "cpu") -> RecordedRun:
                 {
                     "index": len(made),
                     "nbytes": size,
+                    "address": ptr,
                     "node": node,
                     "ops": ops,
                     "after": None if node is not None else ran_last(time_ns),
@@ -168,15 +186,22 @@ def record(run: Callable[[], Any], device: str = "cpu") -> RecordedRun:
     """Profile one call of ``run`` (which marks its nodes with :func:`node_label` ranges) and
     return its attributed allocations. The result of ``run`` is dropped inside the profiled span,
     so the frees of whatever it returned are seen too (attributed to the gap after the last node)."""
-    activities = [ProfilerActivity.CPU]
-    if device.startswith("cuda"):
-        activities.append(ProfilerActivity.CUDA)
-    with _kineto_quiet(), profile(activities=activities, profile_memory=True) as prof:
+    if not device.startswith("cuda"):
+        with _kineto_quiet(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            result = run()
+            del result
+        return recorded_run(prof, device)
+    from srbench.observe.cuda import allocator_history, with_history
+
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    with (
+        _kineto_quiet(),
+        profile(activities=activities, profile_memory=True) as prof,
+        allocator_history(device) as trace,
+    ):
         result = run()
         del result
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-    return recorded_run(prof, device)
+    return with_history(recorded_run(prof, device), trace)
 
 
 def live_bytes_over(allocations: Sequence[Allocation]) -> list[tuple[int, int]]:

@@ -56,8 +56,14 @@ def workspaces(observation: Observation) -> list[tuple[str, int, int, int]]:
 
 
 def totals(sbs: SideBySide) -> str:
-    lines = [f"{sbs.model}: {len(sbs.rows)} op nodes"]
-    rows = [("eager peak, estimated", format_bytes(sbs.estimate.eager.peak_requested), "fake tensors, no run")]
+    cuda = sbs.estimate.device.startswith("cuda")
+    lines = [f"{sbs.model} on {sbs.estimate.device}: {len(sbs.rows)} op nodes"]
+    blocks = " (caching allocator's blocks)" if cuda else ""
+    rows = [("eager peak, estimated", format_bytes(sbs.estimate.eager.peak_allocated), "fake tensors, no run" + blocks)]
+    if cuda:
+        rows.append(
+            ("eager reserved, estimated", format_bytes(sbs.estimate.eager.peak_reserved), "from an empty cache")
+        )
     for observation in (sbs.eager, sbs.srbench):
         if observation is None:
             continue
@@ -69,6 +75,14 @@ def totals(sbs: SideBySide) -> str:
                 f"{observation.between_nodes} outside every node ({format_bytes(observation.between_nodes_bytes)})",
             )
         )
+        if cuda:
+            rows.append(
+                (
+                    f"{observation.runtime} reserved, observed",
+                    format_bytes(observation.reserved_bytes),
+                    "segments the allocator opened during the run (after a warm-up)",
+                )
+            )
     rows.append(("srbench plan (slab)", format_bytes(sbs.slab_bytes), ""))
     rows.append(("lower bound", format_bytes(sbs.lower_bound), "planned intermediates"))
     lines.append(aligned_table(("PEAK", "BYTES", ""), rows, right_aligned=(1,)))
@@ -111,7 +125,9 @@ def to_json(sbs: SideBySide) -> dict[str, Any]:
 
     return {
         "model": sbs.model,
-        "estimated_eager_peak_bytes": sbs.estimate.eager.peak_requested,
+        "device": sbs.estimate.device,
+        "estimated_eager_peak_bytes": sbs.estimate.eager.peak_allocated,
+        "estimated_eager_reserved_bytes": sbs.estimate.eager.peak_reserved,
         "eager": observation(sbs.eager),
         "srbench": observation(sbs.srbench),
         "slab_bytes": sbs.slab_bytes,
