@@ -206,6 +206,13 @@ def test_cli_json_for_one_runtime(tmp_path, capsys):
     assert data["nodes"][0]["eager"]["output_bytes"] == data["nodes"][0]["estimated_output"]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: observe --device cuda runs there")
+def test_cli_observing_on_cuda_without_a_gpu_is_one_line(capsys):
+    assert main(["observe", "--model", "mlp", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "no CUDA device here" in err and len(err.strip().splitlines()) == 1
+
+
 def test_cli_unknown_model_is_one_line(capsys):
     assert main(["observe", "--model", "no_such_model"]) == 2
     err = capsys.readouterr().err

@@ -8,10 +8,13 @@ it holds at its peak must be the real allocator's."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch import nn
 
+from srbench.cli import main
 from srbench.estimate import estimate_model
 from srbench.estimate.allocators import CudaCachingAllocator
 from srbench.graph import capture
@@ -73,3 +76,15 @@ def test_each_cuda_allocation_is_attributed_with_its_block_and_request():
             observed.node(name).allocated_bytes,
         )
     assert estimate.eager.peak_allocated == observed.peak_bytes
+
+
+def test_cli_observes_both_runtimes_on_cuda(tmp_path, capsys):
+    picture = tmp_path / "mlp.png"
+    argv = ["observe", "--model", "mlp", "--device", "cuda", "--json", "--picture", str(picture)]
+    assert main([*argv, "--no-cleanup-activations"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["device"] == "cuda" and data["eager"]["device"].startswith("cuda")
+    first = data["nodes"][0]
+    assert first["eager"]["output_bytes"] == first["estimated_output"]  # blocks, estimated and observed
+    assert first["eager"]["requested_bytes"] <= first["eager"]["allocated_bytes"]
+    assert picture.read_bytes().startswith(b"\x89PNG")

@@ -34,6 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--batch", type=positive_int, metavar="N", help="batch size (default: the model's)")
     parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where to run (default cpu); on cuda the bytes are the caching allocator's blocks, with the bytes "
+        "requested and the segments it opened from its own history",
+    )
+    parser.add_argument(
         "--picture",
         type=Path,
         metavar="FILE.png",
@@ -45,6 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from srbench.fileio import atomic_path
     from srbench.graph import CaptureError
     from srbench.memory.sources import _silenced
@@ -61,10 +70,13 @@ def run(args: argparse.Namespace) -> int:
     except (UnknownPluginError, ProviderUnavailable) as error:
         print_error("observe", str(error))
         return ExitStatus.UNUSABLE
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print_error("observe", "--device cuda: no CUDA device here (`srbench estimate --device cuda` needs none)")
+        return ExitStatus.UNUSABLE
     runtimes = RUNTIMES if args.runtime == "both" else (args.runtime,)
     try:
         with _silenced(True):
-            sbs = side_by_side(case, runtimes=runtimes, batch=args.batch, options=options)
+            sbs = side_by_side(case, runtimes=runtimes, batch=args.batch, options=options, device=args.device)
     except (CaptureError, UnsupportedOpError, UnknownPluginError) as error:
         print_error("observe", str(error))
         return ExitStatus.UNUSABLE

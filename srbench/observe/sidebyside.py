@@ -77,9 +77,11 @@ def side_by_side(
     runtimes: Sequence[str] = RUNTIMES,
     batch: int | None = None,
     options: StaticOptions | None = None,
+    device: str = "cpu",
 ) -> SideBySide:
-    """Estimate, prepare, plan and observe ``case`` at its default input shape; ``options`` are
-    the :class:`srbench.static.StaticOptions` srbench runs with (the defaults when None)."""
+    """Estimate, prepare, plan and observe ``case`` at its default input shape on ``device``;
+    ``options`` are the :class:`srbench.static.StaticOptions` srbench runs with (the defaults
+    when None). Bytes are the device allocator's blocks (on CUDA, requests rounded up to 512)."""
     from srbench.graph import capture
     from srbench.observe.eager import observe_eager
     from srbench.observe.static import observe_static
@@ -88,12 +90,12 @@ def side_by_side(
     unknown = [name for name in runtimes if name not in RUNTIMES]
     if unknown:
         raise ValueError(f"unknown runtime {unknown[0]!r} to observe; expected one of {', '.join(RUNTIMES)}")
-    estimate = estimate_case(case, batch=batch, planners=[])
-    inputs = case.example_inputs(0, batch=batch)
+    estimate = estimate_case(case, batch=batch, planners=[], device=device)
+    inputs = tuple(value.to(device) for value in case.example_inputs(0, batch=batch))
     eager = None
     if "eager" in runtimes:
-        eager = observe_eager(capture(case.model(), inputs, name=case.name), inputs)
-    module = StaticModule(case.model(), inputs, options or StaticOptions(), name=case.name)
+        eager = observe_eager(capture(case.model().to(device), inputs, name=case.name), inputs, device=device)
+    module = StaticModule(case.model().to(device), inputs, options or StaticOptions(), name=case.name)
     srbench = observe_static(module, inputs) if "srbench" in runtimes else None
 
     prepared = module.prepared
@@ -116,7 +118,7 @@ def side_by_side(
                 step=node.step,
                 node=node.name,
                 op=node.op,
-                estimated_output=node.output.nbytes,
+                estimated_output=node.block_bytes,
                 estimated_temporary=node.temporary.nbytes,
                 temporary_source=node.temporary_source.value,
                 estimated_live=node.live_bytes,
