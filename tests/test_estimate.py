@@ -157,6 +157,20 @@ def test_an_untraceable_model_is_estimated_up_to_the_node_where_tracing_stops():
     assert estimate.node("addmm_default").flops == 2 * 10 * 4 * 4
 
 
+def test_cli_prints_the_estimate_up_to_the_node_where_tracing_stops_and_names_it(monkeypatch, capsys):
+    from srbench.zoo import ModelCase, Zoo
+
+    case = ModelCase("branches", "test", "mlp", build=Branches, make_inputs=lambda shape, batch: (torch.randn(10, 4),))
+    monkeypatch.setattr("srbench.zoo.load_zoo", lambda: Zoo({"branches": case}, {}))
+    assert main(["estimate", "--model", "branches", "--planners", "greedy_by_size"]) == 1
+    captured = capsys.readouterr()
+    assert "branches on cpu: " in captured.out and "(partial: see below)" in captured.out
+    assert "addmm_default" in captured.out and "greedy_by_size" in captured.out  # the rest, estimated
+    (line,) = captured.err.strip().splitlines()  # which node, and why
+    assert line.startswith("srbench estimate: branches: node _local_scalar_dense_default: tracing stopped at ")
+    assert "test_estimate.py" in line and "`if y.sum() > 0:" in line and "what follows is not estimated" in line
+
+
 def test_cli_prints_a_table_and_totals(capsys):
     assert main(["estimate", "--model", "mlp", "--batch", "3", "--planners", "greedy_by_size"]) == 0
     out = capsys.readouterr().out
