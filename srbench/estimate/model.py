@@ -86,7 +86,8 @@ _EAGER_PEAKS: dict[tuple[str, int | None, str, int], int | None] = {}
 
 
 def estimated_eager_peak(case: ModelCase, *, batch: int | None = None, device: str = "cpu") -> int | None:
-    """Eager's peak for a zoo case (bytes requested), estimated once per model, batch, device and
+    """Eager's peak for a zoo case (bytes of the device allocator's blocks, as the observed peak
+    counts them: on the CPU the bytes requested), estimated once per model, batch, device and
     intra-op thread count (some kernels' workspaces depend on it) in this process: the suites'
     cases of one model share it. None, with a warning saying why, when
     the model cannot be estimated completely (``srbench estimate`` shows where it stops)."""
@@ -98,5 +99,5 @@ def estimated_eager_peak(case: ModelCase, *, batch: int | None = None, device: s
             warnings.warn(f"cannot estimate {case.name!r}: {type(error).__name__}: {error}", stacklevel=2)
             estimate = None
         complete = estimate is not None and estimate.complete
-        _EAGER_PEAKS[key] = estimate.eager.peak_requested if estimate is not None and complete else None
+        _EAGER_PEAKS[key] = estimate.eager.peak_allocated if estimate is not None and complete else None
     return _EAGER_PEAKS[key]
