@@ -14,6 +14,7 @@ from srbench.graph import capture
 from srbench.observe import observe_eager
 from srbench.observe.cuda import with_history
 from srbench.observe.observation import observe_run
+from srbench.observe.picture import live_bytes_figure
 from srbench.observe.record import Allocation, NodeSpan, RecordedRun
 from srbench.observe.report import workspaces
 from srbench.observe.sidebyside import side_by_side
@@ -142,6 +143,27 @@ def test_estimated_planned_and_observed_bytes_side_by_side(name):
             assert row.planned_bytes >= row.estimated_output, row.node
     assert sbs.estimate.eager.peak_requested == sbs.eager.peak_bytes
     assert sbs.slab_bytes >= sbs.lower_bound
+
+
+def test_the_picture_draws_both_runtimes_observed_the_estimate_the_plan_and_the_lower_bound():
+    sbs = side_by_side(load_zoo().get("mlp"))
+    (axes,) = live_bytes_figure(sbs).axes
+    lines = {line.get_label(): [value * 1024 * 1024 for value in line.get_ydata()] for line in axes.get_lines()}
+    assert set(lines) == {
+        "eager observed",
+        "srbench observed",
+        "eager estimated (fake tensors)",
+        "planned intermediates alive",
+        "srbench plan (slab)",
+        "lower bound",
+    }
+    assert sbs.eager is not None and sbs.srbench is not None
+    assert max(lines["eager observed"]) == pytest.approx(max(node.live_bytes for node in sbs.eager.nodes))
+    assert max(lines["srbench observed"]) == pytest.approx(max(node.live_bytes for node in sbs.srbench.nodes))
+    assert max(lines["eager estimated (fake tensors)"]) == pytest.approx(sbs.estimate.eager.peak_allocated)
+    assert lines["srbench plan (slab)"][0] == pytest.approx(sbs.slab_bytes)
+    assert lines["lower bound"][0] == pytest.approx(sbs.lower_bound)
+    assert max(lines["planned intermediates alive"]) == pytest.approx(sbs.lower_bound)
 
 
 def test_on_the_cpu_every_allocation_is_what_was_requested_and_nothing_is_reserved(known):

@@ -5,10 +5,15 @@ the peak of. matplotlib draws off-screen (Agg, per figure: no global state chang
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 from srbench.observe.sidebyside import SideBySide
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 _MIB = 1024 * 1024
+_PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}  # model names are text, never TeX
 
 
 def _carried(values: list[int | None]) -> list[float]:
@@ -22,11 +27,21 @@ def _carried(values: list[int | None]) -> list[float]:
 
 def live_bytes_png(sbs: SideBySide) -> bytes:
     from matplotlib import rc_context
+
+    with rc_context(_PLAIN_TEXT):
+        buffer = io.BytesIO()
+        live_bytes_figure(sbs).savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def live_bytes_figure(sbs: SideBySide) -> Figure:
+    """The picture as a matplotlib figure (one line per series, labelled as in its legend)."""
+    from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     steps = list(range(len(sbs.rows)))
-    with rc_context({"text.parse_math": False, "text.usetex": False}):  # model names are text, never TeX
+    with rc_context(_PLAIN_TEXT):
         figure = Figure(figsize=(11, 4.5))
         FigureCanvasAgg(figure)
         axes = figure.add_subplot()
@@ -56,6 +71,4 @@ def live_bytes_png(sbs: SideBySide) -> bytes:
         axes.set_title(f"{sbs.model}: live bytes over the node sequence")
         axes.set_ylim(bottom=0)
         axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    return buffer.getvalue()
+    return figure
