@@ -5,6 +5,7 @@ the peak of. matplotlib draws off-screen (Agg, per figure: no global state chang
 from __future__ import annotations
 
 import io
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from srbench.observe.sidebyside import SideBySide
@@ -13,7 +14,13 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 _MIB = 1024 * 1024
-_PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}  # model names are text, never TeX
+
+
+def _plain_text() -> AbstractContextManager[None]:
+    """Model names are text, never TeX: read when text is made and when it is drawn."""
+    from matplotlib import rc_context
+
+    return rc_context({"text.parse_math": False, "text.usetex": False})
 
 
 def _carried(values: list[int | None]) -> list[float]:
@@ -26,9 +33,7 @@ def _carried(values: list[int | None]) -> list[float]:
 
 
 def live_bytes_png(sbs: SideBySide) -> bytes:
-    from matplotlib import rc_context
-
-    with rc_context(_PLAIN_TEXT):
+    with _plain_text():
         buffer = io.BytesIO()
         live_bytes_figure(sbs).savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     return buffer.getvalue()
@@ -36,12 +41,11 @@ def live_bytes_png(sbs: SideBySide) -> bytes:
 
 def live_bytes_figure(sbs: SideBySide) -> Figure:
     """The picture as a matplotlib figure (one line per series, labelled as in its legend)."""
-    from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     steps = list(range(len(sbs.rows)))
-    with rc_context(_PLAIN_TEXT):
+    with _plain_text():
         figure = Figure(figsize=(11, 4.5))
         FigureCanvasAgg(figure)
         axes = figure.add_subplot()
