@@ -85,7 +85,7 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0][:160] if text else ''}"
 
 
-def _prepare(names: Sequence[str], model: Any, inputs: tuple, threads: int) -> tuple[dict[str, Any], list[str]]:
+def _prepare(names: Sequence[str], model: Any, inputs: Any, threads: int) -> tuple[dict[str, Any], list[str]]:
     from srbench.graph import CaptureError
     from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, get_runtime
 
@@ -164,10 +164,10 @@ def measure_model(
     model = case.model()
     inputs = case.example_inputs(0, batch=batch if batch is not None else 1)
     with torch.inference_mode():
-        expected = model(*inputs)
+        expected = inputs.call(model)
     prepared, notes = _prepare(runtimes, model, inputs, threads)
     runners: dict[str, Callable[[], Any]] = {
-        runtime: functools.partial(runner, *inputs) for runtime, runner in prepared.items()
+        runtime: functools.partial(inputs.call, runner) for runtime, runner in prepared.items()
     }
     medians = _interleaved_medians(runners, repeats, warmup)
     eager = medians.get("eager")
@@ -193,7 +193,8 @@ def measure_model(
                 matches_eager=matches,
             )
         )
-    return ModelTable(model=name, batch=inputs[0].shape[0] if inputs else 1, rows=tuple(rows), notes=tuple(notes))
+    tensors = inputs.tensors()
+    return ModelTable(model=name, batch=tensors[0].shape[0] if tensors else 1, rows=tuple(rows), notes=tuple(notes))
 
 
 def builtin_models() -> list[str]:

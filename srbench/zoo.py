@@ -20,6 +20,7 @@ from typing import Protocol
 
 import torch
 
+from srbench.inputs import Inputs
 from srbench.registry import Registry, UnknownPluginError, unknown_name_message
 
 PROVIDERS = Registry("srbench.model_providers", "model provider")
@@ -38,8 +39,10 @@ class ModelUnavailable(ProviderUnavailable):
 class ModelCase:
     """One model of the zoo: how to build it, feed it, and how close to eager it must stay.
 
-    ``make_inputs(shape, batch)`` returns seeded example inputs: ``shape`` 0 is the default
-    shape, 1 a second one (another batch size or sequence length) for dynamic-shape runs;
+    ``make_inputs(shape, batch)`` returns seeded example inputs, one call of the model: an
+    :class:`~srbench.inputs.Inputs` (positional and keyword arguments, as transformers models take
+    ``input_ids=..., attention_mask=...``) or a tuple of positional arguments; ``shape`` 0 is the
+    default shape, 1 a second one (another batch size or sequence length) for dynamic-shape runs;
     ``batch`` overrides the batch size when given. ``published_parameters`` is the count the
     architecture's paper or library states, when there is one; tests check the built model has
     it, and ``srbench models`` shows it for cases that cannot be built here.
@@ -49,7 +52,7 @@ class ModelCase:
     provider: str
     family: str
     build: Callable[[], torch.nn.Module]
-    make_inputs: Callable[[int, int | None], tuple[torch.Tensor, ...]]
+    make_inputs: Callable[[int, int | None], Inputs | tuple[torch.Tensor, ...]]
     batch_size: int = 1
     dtype: torch.dtype = torch.float32
     rtol: float = 1e-4
@@ -66,10 +69,11 @@ class ModelCase:
         torch.manual_seed(0)
         return self.build().eval()
 
-    def example_inputs(self, shape: int = 0, batch: int | None = None) -> tuple[torch.Tensor, ...]:
+    def example_inputs(self, shape: int = 0, batch: int | None = None) -> Inputs:
+        """One call of the model at example shape ``shape`` (0 or 1)."""
         if shape not in (0, 1):
             raise ValueError(f"model {self.name!r}: example input shape must be 0 or 1, got {shape!r}")
-        return self.make_inputs(shape, batch)
+        return Inputs.coerce(self.make_inputs(shape, batch))
 
     def parameter_count(self) -> int:
         """Number of distinct parameters (tied weights counted once), as torchvision counts them."""

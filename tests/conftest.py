@@ -2,9 +2,10 @@
 
 ``static_options`` parametrizes a test over every combination of the static runtime's switches
 (out variants, cleanup, managed outputs, decompose); ``conformance`` runs PyTorch Static Runtime's
-test protocol on a model under given options and compares everything eager does; ``reachability``
-is the brute-force happens-before oracle of the scheduler tests; ``two_branch_model`` the
-multistream tests' smallest model with independent branches.
+test protocol on a model under given options and compares everything eager does (outputs, inputs
+after the call, which outputs alias which inputs and outputs); ``reachability`` is the
+brute-force happens-before oracle of the scheduler tests; ``two_branch_model`` the multistream
+tests' smallest model with independent branches.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+from srbench.inputs import Inputs
 from srbench.measure.equivalence import compare
 from srbench.options import id_parts
 from srbench.runtimes import intra_op_threads
@@ -47,10 +49,6 @@ def one_thread() -> Iterator[None]:
         yield
 
 
-def _clone(value: Any) -> Any:
-    return pytree.tree_map(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, value)
-
-
 def _exact(actual: Any, expected: Any, what: str) -> None:
     for (path, got), (_, want) in zip(
         pytree.tree_flatten_with_path(actual)[0], pytree.tree_flatten_with_path(expected)[0]
@@ -59,41 +57,76 @@ def _exact(actual: Any, expected: Any, what: str) -> None:
             torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=f"{what} {pytree.keystr(path)}")
 
 
+def _byte_range(tensor: torch.Tensor) -> tuple[int, int, int]:
+    start = tensor.storage_offset() * tensor.element_size()
+    extent = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride())) if tensor.numel() else 0
+    return tensor.untyped_storage().data_ptr(), start, start + extent * tensor.element_size()
+
+
+def aliasing(outputs: Any, inputs: Inputs) -> list[tuple[str, list[str]]]:
+    """For every output tensor, the inputs and earlier outputs whose bytes it overlaps (and, for
+    an input or output it is, how): what eager's answer and a runtime's must have in common."""
+    named = [(f"input {path}", leaf) for path, leaf in inputs.with_paths()]
+    named += [(f"output {pytree.keystr(path)}", leaf) for path, leaf in pytree.tree_flatten_with_path(outputs)[0]]
+    tensors = [(name, leaf) for name, leaf in named if isinstance(leaf, torch.Tensor) and leaf.numel()]
+    pattern = []
+    for index, (name, tensor) in enumerate(tensors):
+        if not name.startswith("output"):
+            continue
+        pointer, start, end = _byte_range(tensor)
+        overlaps = []
+        for other_name, other in tensors[:index]:
+            other_pointer, other_start, other_end = _byte_range(other)
+            if pointer == other_pointer and start < other_end and other_start < end:
+                same = (start, tensor.shape, tensor.stride()) == (other_start, other.shape, other.stride())
+                overlaps.append(other_name + (" (the same view)" if same else " (overlapping)"))
+        pattern.append((name, overlaps))
+    return pattern
+
+
 Protocol = Callable[..., StaticModule]
 
 
 @pytest.fixture
 def conformance(one_thread: None) -> Protocol:
     """``conformance(model, first, second, options, *, rtol, atol)``: PyTorch Static Runtime's
-    protocol. The runtime is prepared on ``first`` and run on ``first``, on ``second`` (another
-    shape) and on ``first`` again, each time on fresh copies of the inputs, beside eager on its own
-    copies: the outputs must agree, the inputs must end as eager leaves them (unchanged unless the
-    model itself writes them), and, unless outputs are managed, an output the caller still holds
-    must survive the next run. Returns the prepared module."""
+    protocol. ``first`` and ``second`` are calls (:class:`Inputs`, or tuples of positional
+    arguments). The runtime is prepared on ``first`` and run on ``first``, on ``second`` (another
+    shape) and on ``first`` again, each time on fresh copies of the inputs (memory sharing kept),
+    beside eager on its own copies: the outputs must agree; the inputs must end as eager leaves
+    them (unchanged unless the model itself writes them); outputs must alias the inputs and each
+    other as eager's do; and, unless outputs are managed, an output the caller still holds must
+    survive the next run. Returns the prepared module."""
 
     def run(
         model: torch.nn.Module,
-        first: tuple,
-        second: tuple,
+        first: Inputs | tuple,
+        second: Inputs | tuple,
         options: StaticOptions,
         *,
         rtol: float = 1e-5,
         atol: float = 1e-6,
     ) -> StaticModule:
-        module = StaticModule(model, _clone(first), options)
+        first, second = Inputs.coerce(first), Inputs.coerce(second)
+        module = StaticModule(model, first.clone(), options)
         runtime = module.runtime()
         held: list[tuple[Any, Any]] = []
         for index, inputs in enumerate((first, second, first), start=1):
-            eager_inputs, runtime_inputs = _clone(inputs), _clone(inputs)
+            eager_inputs, runtime_inputs = inputs.clone(), inputs.clone()
             with torch.no_grad():
-                expected = model(*eager_inputs)
-            got = runtime(*runtime_inputs)
+                expected = eager_inputs.call(model)
+            got = runtime_inputs.call(runtime)
             compare(got, expected, rtol=rtol, atol=atol, run=f"run {index}")
-            _exact(runtime_inputs, eager_inputs, f"run {index}: input")
+            _exact(
+                (runtime_inputs.args, runtime_inputs.kwargs),
+                (eager_inputs.args, eager_inputs.kwargs),
+                f"run {index}: input",
+            )
+            assert aliasing(got, runtime_inputs) == aliasing(expected, eager_inputs), f"run {index}: aliasing differs"
             if not options.manage_output_tensors:
                 for output, saved in held:
                     _exact(output, saved, f"run {index}: an output of an earlier run")
-                held.append((got, _clone(got)))
+                held.append((got, pytree.tree_map_only(torch.Tensor, torch.clone, got)))
         return module
 
     return run

@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 
+from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime, get_runtime, runtime_names
 
 pytest.importorskip("onnxruntime", reason="the onnx extra (onnxruntime) is not installed")
@@ -38,13 +39,13 @@ def test_onnxruntime_is_a_registered_runtime():
 def test_matches_eager_on_two_shapes_with_a_session_per_shape():
     torch.manual_seed(0)
     model = TwoOutputs().eval()
-    first = (torch.randn(2, 8), torch.randn(3))
-    second = (torch.randn(5, 8), torch.randn(3))
+    first = Inputs.of(torch.randn(2, 8), torch.randn(3))
+    second = Inputs.of(torch.randn(5, 8), torch.randn(3))
     runtime = get_runtime("onnxruntime")(model, first, RuntimeOptions())
     for inputs in (first, second, first):
-        got = runtime(*inputs)
+        got = inputs.call(runtime)
         with torch.no_grad():
-            want = model(*inputs)
+            want = inputs.call(model)
         assert set(got) == set(want)
         for key in want:
             torch.testing.assert_close(got[key], want[key], rtol=1e-5, atol=1e-6)
@@ -53,18 +54,20 @@ def test_matches_eager_on_two_shapes_with_a_session_per_shape():
 
 def test_a_model_it_cannot_export_is_unsupported_with_the_reason():
     with pytest.raises(UnsupportedRuntime, match=r"cannot export the model: .*bessel_j0"):
-        get_runtime("onnxruntime")(Bessel(), (torch.randn(4),), RuntimeOptions())
+        get_runtime("onnxruntime")(Bessel(), Inputs.of(torch.randn(4)), RuntimeOptions())
 
 
 def test_without_onnxruntime_the_reason_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(RuntimeUnavailable, match=r"onnxruntime is not installed \(pip install 'srbench\[onnx\]'\)"):
-        get_runtime("onnxruntime")(TwoOutputs(), (torch.randn(2, 8), torch.randn(3)), RuntimeOptions())
+        get_runtime("onnxruntime")(TwoOutputs(), Inputs.of(torch.randn(2, 8), torch.randn(3)), RuntimeOptions())
 
 
 def test_only_the_cpu_provider():
     with pytest.raises(UnsupportedRuntime, match="CPU provider only"):
-        get_runtime("onnxruntime")(TwoOutputs(), (torch.randn(2, 8), torch.randn(3)), RuntimeOptions(device="cuda"))
+        get_runtime("onnxruntime")(
+            TwoOutputs(), Inputs.of(torch.randn(2, 8), torch.randn(3)), RuntimeOptions(device="cuda")
+        )
 
 
 def test_a_suite_skips_its_cases_with_the_reason_where_onnxruntime_is_missing(tmp_path, monkeypatch):

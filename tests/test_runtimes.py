@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from srbench.inputs import Inputs
 from srbench.registry import UnknownPluginError
 from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, get_runtime, intra_op_threads, runtime_names
 from srbench.runtimes.torchscript import frozen_torchscript
@@ -44,7 +45,7 @@ def test_every_declared_runtime_is_registered_and_unknown_names_get_suggestions(
 def test_runtime_matches_eager_on_two_shapes(name):
     model = small_mlp()
     first, second = torch.randn(2, 8), torch.randn(5, 8)
-    runtime = get_runtime(name)(model, (first,), RuntimeOptions())
+    runtime = get_runtime(name)(model, Inputs.of(first), RuntimeOptions())
     with torch.no_grad():
         for x in (first, second, first):
             torch.testing.assert_close(runtime(x), model(x))
@@ -53,7 +54,7 @@ def test_runtime_matches_eager_on_two_shapes(name):
 def test_torchscript_traces_what_it_cannot_script():
     model = DataDependentBranch().eval()
     x = torch.randn(3, 8)
-    frozen, how = frozen_torchscript(model, (x,))
+    frozen, how, _ = frozen_torchscript(model, Inputs.of(x))
     assert how == "trace"
     torch.testing.assert_close(frozen(x), model(x).detach())
 
@@ -61,18 +62,18 @@ def test_torchscript_traces_what_it_cannot_script():
 @pytest.mark.parametrize("name", ["torchscript", "static_runtime"])
 def test_a_model_that_can_neither_be_scripted_nor_traced_is_unsupported_with_both_reasons(name):
     with pytest.raises(UnsupportedRuntime, match=r"neither script \(.+\) nor trace \(.+\) NeitherScriptNorTrace"):
-        get_runtime(name)(NeitherScriptNorTrace(), (torch.randn(2),), RuntimeOptions())
+        get_runtime(name)(NeitherScriptNorTrace(), Inputs.of(torch.randn(2)), RuntimeOptions())
 
 
 def test_static_runtime_is_cpu_only():
     assert get_runtime("static_runtime").devices == ("cpu",)
     with pytest.raises(UnsupportedRuntime, match="CPU only"):
-        get_runtime("static_runtime")(small_mlp(), (torch.randn(2, 8),), RuntimeOptions(device="cuda"))
+        get_runtime("static_runtime")(small_mlp(), Inputs.of(torch.randn(2, 8)), RuntimeOptions(device="cuda"))
 
 
 def test_static_runtime_profiles_time_per_node_kind():
-    runtime = get_runtime("static_runtime")(small_mlp(), (torch.randn(2, 8),), RuntimeOptions())
-    profile = runtime.op_profile((torch.randn(2, 8),), 3)
+    runtime = get_runtime("static_runtime")(small_mlp(), Inputs.of(torch.randn(2, 8)), RuntimeOptions())
+    profile = runtime.op_profile(Inputs.of(torch.randn(2, 8)), 3)
     assert set(profile) == {"aten::linear", "aten::relu"}
     assert all(milliseconds > 0 for milliseconds in profile.values())
 
@@ -112,7 +113,7 @@ def test_a_failing_compilation_is_reported_as_unsupported(monkeypatch):
     with pytest.raises(
         UnsupportedRuntime, match=r"torch\.compile failed: RuntimeError: InvalidCxxCompiler: No working C"
     ):
-        get_runtime("compile")(small_mlp(), (torch.randn(2, 8),), RuntimeOptions())
+        get_runtime("compile")(small_mlp(), Inputs.of(torch.randn(2, 8)), RuntimeOptions())
 
 
 @pytest.mark.slow  # Inductor generates and compiles C++: 5-20 s on 2 cores
@@ -120,7 +121,7 @@ def test_a_failing_compilation_is_reported_as_unsupported(monkeypatch):
 def test_compiled_runtime_matches_eager_on_two_shapes():
     model = small_mlp()
     first, second = torch.randn(2, 8), torch.randn(5, 8)
-    runtime = get_runtime("compile")(model, (first,), RuntimeOptions())
+    runtime = get_runtime("compile")(model, Inputs.of(first), RuntimeOptions())
     with torch.no_grad():
         for x in (first, second, first):
             torch.testing.assert_close(runtime(x), model(x))

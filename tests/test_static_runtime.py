@@ -184,15 +184,13 @@ class Counter(torch.nn.Module):
     [
         (
             (torch.randn(3),),
-            r"expected 2 inputs, got 1.*expected signature \(x: float32\[3\] on cpu, y: float32\[3\] on cpu\)",
+            r"expected 2 positional arguments, got 1.*"
+            r"expected signature \(x: float32\[3\] on cpu, y: float32\[3\] on cpu\)",
         ),
-        ((torch.randn(3), torch.randn(3), torch.randn(3)), "expected 2 inputs, got 3"),
-        (
-            (torch.randn(3), torch.ones(3, dtype=torch.int64)),
-            r"input 1 \(y\) must have dtype torch.float32, got torch.int64",
-        ),
-        ((torch.randn(3), torch.randn(3, device="meta")), r"input 1 \(y\) must be on cpu, got meta"),
-        ((torch.randn(3), 2.0), r"input 1 \(y\) must be a tensor, got float.*given \(float32\[3\] on cpu, float\)"),
+        ((torch.randn(3), torch.randn(3), torch.randn(3)), "expected 2 positional arguments, got 3"),
+        ((torch.randn(3), torch.ones(3, dtype=torch.int64)), r"y must have dtype torch.float32, got torch.int64"),
+        ((torch.randn(3), torch.randn(3, device="meta")), r"y must be on cpu, got meta"),
+        ((torch.randn(3), 2.0), r"y must be a tensor, got a float.*given \(x: float32\[3\] on cpu, y: 2.0\)"),
     ],
 )
 def test_bad_inputs_fail_before_any_op_runs(inputs, message):

@@ -46,13 +46,13 @@ def test_builtin_model_matches_eager(name, options):
     first, second = case.example_inputs(0), case.example_inputs(1)
     runtime = StaticModule(model, first, options, name=name).runtime()
     for inputs in (first, second, first):
-        before = [x.clone() for x in inputs]
-        actual = runtime(*inputs)
+        before = [x.clone() for x in inputs.tensors()]
+        actual = inputs.call(runtime)
         with torch.inference_mode():
-            expected = model(*inputs)
+            expected = inputs.call(model)
         actual_leaves, actual_spec = pytree.tree_flatten(actual)
         expected_leaves, expected_spec = pytree.tree_flatten(expected)
         assert actual_spec == expected_spec
         for got, want in zip(actual_leaves, expected_leaves):
             torch.testing.assert_close(got, want, rtol=case.rtol, atol=case.atol)
-        assert all(torch.equal(x, kept) for x, kept in zip(inputs, before)), "the runtime modified an input"
+        assert all(torch.equal(x, kept) for x, kept in zip(inputs.tensors(), before)), "the runtime modified an input"

@@ -9,13 +9,21 @@ import json
 import pytest
 import torch
 
-from srbench.measure import EquivalenceError, check_equivalence, measure_memory, op_profile, prepare_case
+from srbench.inputs import Inputs
+from srbench.measure import (
+    EquivalenceError,
+    check_equivalence,
+    eager_answer,
+    measure_memory,
+    op_profile,
+    prepare_case,
+)
 from srbench.measure.memory import observe_allocations
 from srbench.options import RuntimeOptions
 from srbench.suites import CaseSpec
 
 MODEL = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
-FIRST, SECOND = (torch.randn(2, 8),), (torch.randn(5, 8),)
+FIRST, SECOND = Inputs.of(torch.randn(2, 8)), Inputs.of(torch.randn(5, 8))
 
 
 def eager(*inputs):
@@ -24,7 +32,8 @@ def eager(*inputs):
 
 
 def protocol(runtime, **kwargs):
-    return check_equivalence(runtime, FIRST, SECOND, eager(*FIRST), eager(*SECOND), rtol=1e-5, atol=1e-6, **kwargs)
+    expected = eager_answer(MODEL, FIRST), eager_answer(MODEL, SECOND)
+    return check_equivalence(runtime, FIRST, SECOND, *expected, rtol=1e-5, atol=1e-6, **kwargs)
 
 
 def test_an_equivalent_runtime_passes_with_its_largest_differences():
@@ -60,8 +69,35 @@ def test_a_runtime_that_modifies_its_input_fails():
         x.add_(1)
         return out
 
-    with pytest.raises(EquivalenceError, match=r"run 1 \(first shape\): input \[0\] was modified"):
-        check_equivalence(runtime, (FIRST[0].clone(),), SECOND, eager(*FIRST), eager(*SECOND), rtol=1e-5, atol=1e-6)
+    with pytest.raises(EquivalenceError, match=r"run 1 \(first shape\): input args\[0\] was modified"):
+        protocol(runtime)
+
+
+class AddsOneInPlace(torch.nn.Module):
+    def forward(self, x):
+        x.add_(1)
+        return x * 2
+
+
+def test_inputs_must_end_as_eager_leaves_them():
+    """A model that writes its input: a runtime must write it too, and exactly as eager does."""
+    model = AddsOneInPlace()
+    expected = eager_answer(model, FIRST), eager_answer(model, SECOND)
+
+    def forgets_the_write(x):
+        return (x + 1) * 2
+
+    def writes_too_much(x):
+        x.add_(2)
+        return x * 2 - 2
+
+    assert check_equivalence(model, FIRST, SECOND, *expected, rtol=0, atol=0).runs == 3
+    for runtime in (forgets_the_write, writes_too_much):
+        with pytest.raises(
+            EquivalenceError, match=r"run 1 \(first shape\): input args\[0\] differs from what eager leaves in it"
+        ):
+            check_equivalence(runtime, FIRST, SECOND, *expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(FIRST.args[0] + 1, expected[0].inputs_after.args[0])  # the originals are untouched
 
 
 def test_outputs_overwritten_by_the_next_run_fail_unless_the_runtime_manages_outputs():
@@ -107,6 +143,6 @@ def test_op_profile_falls_back_to_the_profiler_by_aten_op():
 def test_prepare_case_builds_the_zoo_model_and_the_runtime_with_the_case_tolerance():
     spec = CaseSpec("s", "mlp", "static_runtime", RuntimeOptions(), 3, None, 0.5, 1)
     prepared = prepare_case(spec)
-    assert prepared.first_inputs[0].shape[0] == 3
+    assert prepared.first_inputs.args[0].shape[0] == 3
     assert (prepared.rtol, prepared.atol) == (prepared.model_case.rtol, 0.5)
     assert prepared.check_equivalence().max_abs <= 1e-5

@@ -43,7 +43,7 @@ def test_published_parameter_counts(name, parameters):
 def test_gpt_decoder_is_causal():
     """Changing a later token must not change the logits of earlier positions."""
     case = load_zoo().get("gpt_decoder")
-    model, (ids,) = case.model(), case.example_inputs(1)
+    model, (ids,) = case.model(), case.example_inputs(1).args
     changed = ids.clone()
     changed[:, -1] = (changed[:, -1] + 1) % 8192
     with torch.no_grad():
@@ -54,7 +54,7 @@ def test_gpt_decoder_is_causal():
 
 def test_bert_encoder_is_bidirectional():
     case = load_zoo().get("bert_encoder")
-    model, (ids,) = case.model(), case.example_inputs(1)
+    model, (ids,) = case.model(), case.example_inputs(1).args
     changed = ids.clone()
     changed[:, -1] = (changed[:, -1] + 1) % 30522
     with torch.no_grad():
@@ -67,7 +67,7 @@ def test_transformer_encoder_takes_the_fused_path_in_eager():
     case = load_zoo().get("transformer_encoder")
     model, inputs = case.model(), case.example_inputs(0)
     with torch.inference_mode(), torch.profiler.profile() as profiler:
-        model(*inputs)
+        inputs.call(model)
     names = [event.name for event in profiler.events()]
     assert names.count("aten::_transformer_encoder_layer_fwd") == 4
 
@@ -88,7 +88,7 @@ def test_dlrm_interaction_uses_every_pair_once():
 def test_calibrated_batch_norm_keeps_activations_at_unit_scale():
     case = load_zoo().get("mobilenet_v2")
     with torch.no_grad():
-        logits = case.model()(*case.example_inputs(0))
+        logits = case.example_inputs(0).call(case.model())
     assert 0.1 < logits.std().item() < 10
 
 

@@ -10,14 +10,15 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from srbench.graph import capture
+from srbench.inputs import Inputs
 from srbench.zoo import FAMILIES, ModelCase, load_zoo
 
 CASES = sorted(load_zoo().cases.values(), key=lambda case: case.name)
 
 
-def run_eager(model: torch.nn.Module, inputs: tuple) -> list[torch.Tensor]:
+def run_eager(model: torch.nn.Module, inputs: Inputs) -> list[torch.Tensor]:
     with torch.no_grad():
-        return tree_leaves(model(*inputs))
+        return tree_leaves(inputs.call(model))
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -47,10 +48,13 @@ def test_case_runs_eagerly_on_both_shapes_and_is_deterministic(case):
     for name, tensor in first.state_dict().items():
         assert torch.equal(tensor, second.state_dict()[name]), f"{case.name}: {name} differs between two builds"
     shapes = [case.example_inputs(0), case.example_inputs(1)]
-    assert [x.shape for x in shapes[0]] != [x.shape for x in shapes[1]], "shape 1 must differ from shape 0"
-    assert case.example_inputs(0, batch=3)[0].shape[0] == 3
+    assert [x.shape for x in shapes[0].tensors()] != [x.shape for x in shapes[1].tensors()], (
+        "shape 1 must differ from shape 0"
+    )
+    assert case.example_inputs(0, batch=3).tensors()[0].shape[0] == 3
     for shape, inputs in enumerate(shapes):
-        assert all(torch.equal(a, b) for a, b in zip(inputs, case.example_inputs(shape))), "inputs are not seeded"
+        again = case.example_inputs(shape).tensors()
+        assert all(torch.equal(a, b) for a, b in zip(inputs.tensors(), again)), "inputs are not seeded"
         outputs = run_eager(first, inputs)
         assert outputs and all(torch.isfinite(out).all() for out in outputs)
         assert all(out.dtype == case.dtype for out in outputs if out.is_floating_point())
@@ -64,7 +68,7 @@ def test_case_captures_with_torch_export(case):
     assert any(node.op == "call_function" for node in captured.graph.nodes)
     expected = run_eager(model, inputs)
     with torch.no_grad():
-        got = tree_leaves(captured.exported.module()(*inputs))
+        got = tree_leaves(inputs.call(captured.exported.module()))
     assert len(got) == len(expected)
     for a, b in zip(got, expected):
         torch.testing.assert_close(a, b, rtol=case.rtol, atol=case.atol)

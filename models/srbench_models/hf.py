@@ -3,8 +3,10 @@
 Nothing is downloaded: configs are constructed here (no ``from_pretrained``, no hub tokenizers;
 inputs are random token ids or images), and ``HF_HUB_OFFLINE=1`` is set unless the environment
 says otherwise. Configs are shrunk where the published size would be slow on a small CPU; each
-case's description states the size. A thin wrapper makes ``forward`` take tensors and return one
-tensor instead of a ``ModelOutput``, which keeps the captured graph's outputs plain.
+case's description states the size. Language models are called as transformers models are, with
+keyword arguments: ``input_ids=..., attention_mask=...`` (the last sequence right-padded). A
+thin wrapper passes the call through and returns one field of the ``ModelOutput``, which keeps
+the captured graph's outputs plain.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch
 from torch import nn
 
 from srbench.zoo import CatalogProvider, ModelCase
-from srbench_models.inputs import images, tokens
+from srbench_models.inputs import images, masked_tokens
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -28,15 +30,16 @@ hf_case = partial(ModelCase, provider=PROVIDER, rtol=1e-4, atol=1e-4)
 
 
 class OutputOf(nn.Module):
-    """A transformers model called with tensors, returning one field of its output."""
+    """A transformers model called as it is (positional and keyword arguments), returning one
+    field of its output."""
 
     def __init__(self, model: nn.Module, field: str):
         super().__init__()
         self.model = model
         self.field = field
 
-    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        return getattr(self.model(*inputs), self.field)
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return getattr(self.model(*args, **kwargs), self.field)
 
 
 def from_config(
@@ -53,7 +56,9 @@ def from_config(
 
 
 # BERT-mini's shape (Turc et al. 2019): 4 layers, width 256, 4 heads, feed-forward 1024.
-SMALL_ENCODER = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
+SMALL_ENCODER: dict[str, Any] = dict(
+    hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
+)
 NO_POOLER = {"add_pooling_layer": False}
 
 CASES = (
@@ -61,17 +66,17 @@ CASES = (
         name="hf_bert",
         family="language",
         build=from_config("BertModel", "BertConfig", "last_hidden_state", NO_POOLER, **SMALL_ENCODER),
-        make_inputs=tokens(30522, batch_size=1, lengths=(128, 64)),
+        make_inputs=masked_tokens(30522, batch_size=1, lengths=(128, 64)),
         description="BertModel, BERT-mini size (4 layers, width 256, 4 heads, FF 1024, vocab 30522); "
-        "128 tokens, shape 1 64",
+        "128 tokens (the last 8 padded), shape 1 64",
     ),
     hf_case(
         name="hf_gpt2",
         family="language",
         build=from_config("GPT2LMHeadModel", "GPT2Config", "logits", n_layer=4, n_embd=256, n_head=4),
-        make_inputs=tokens(50257, batch_size=1, lengths=(128, 64)),
+        make_inputs=masked_tokens(50257, batch_size=1, lengths=(128, 64)),
         description="GPT2LMHeadModel, 4 layers, width 256, 4 heads (GPT-2 small: 12/768/12), vocab 50257; "
-        "128 tokens, shape 1 64",
+        "128 tokens (the last 8 padded), shape 1 64",
     ),
     hf_case(
         name="hf_vit",
@@ -103,9 +108,9 @@ CASES = (
         build=from_config(
             "DistilBertModel", "DistilBertConfig", "last_hidden_state", dim=256, n_layers=4, n_heads=4, hidden_dim=1024
         ),
-        make_inputs=tokens(30522, batch_size=1, lengths=(128, 64)),
+        make_inputs=masked_tokens(30522, batch_size=1, lengths=(128, 64)),
         description="DistilBertModel, 4 layers, width 256, 4 heads, FF 1024 (default: 6/768/12), vocab 30522; "
-        "128 tokens, shape 1 64",
+        "128 tokens (the last 8 padded), shape 1 64",
     ),
     hf_case(
         name="hf_t5_encoder",
@@ -120,9 +125,9 @@ CASES = (
             d_kv=64,
             d_ff=1024,
         ),
-        make_inputs=tokens(32128, batch_size=1, lengths=(128, 64)),
+        make_inputs=masked_tokens(32128, batch_size=1, lengths=(128, 64)),
         description="T5EncoderModel, 4 layers, width 256, 4 heads, FF 1024, relative position buckets "
-        "(T5-small: 6/512/8); 128 tokens, shape 1 64",
+        "(T5-small: 6/512/8); 128 tokens (the last 8 padded), shape 1 64",
     ),
     hf_case(
         name="hf_convnext",

@@ -11,7 +11,9 @@ from collections.abc import Callable
 
 import torch
 
-MakeInputs = Callable[[int, "int | None"], tuple[torch.Tensor, ...]]
+from srbench.inputs import Inputs
+
+MakeInputs = Callable[[int, "int | None"], "Inputs | tuple[torch.Tensor, ...]"]
 
 
 def generator(shape: int) -> torch.Generator:
@@ -64,5 +66,25 @@ def sequences(width: int, batch_size: int, lengths: tuple[int, int] = (128, 64))
     def make(shape: int, batch: int | None) -> tuple[torch.Tensor, ...]:
         count = batch_for(shape, batch, batch_size, doubled=lengths[0] == lengths[1])
         return (torch.randn(count, lengths[shape], width, generator=generator(shape)),)
+
+    return make
+
+
+def masked_tokens(
+    vocab_size: int, batch_size: int, lengths: tuple[int, int] = (128, 64), padding: int = 8
+) -> MakeInputs:
+    """A transformers call: ``input_ids=[batch, length]`` int64 token ids and ``attention_mask``
+    of the same shape, as keyword arguments, the way transformers models are called. The last
+    sequence of the batch is right-padded (its last ``padding`` positions masked out, as the
+    shorter sequences of a batch are), so the mask changes the answer; shape 1 has the second
+    length."""
+
+    def make(shape: int, batch: int | None) -> Inputs:
+        count = batch_for(shape, batch, batch_size, doubled=lengths[0] == lengths[1])
+        length = lengths[shape]
+        ids = torch.randint(0, vocab_size, (count, length), generator=generator(shape))
+        mask = torch.ones(count, length, dtype=torch.int64)
+        mask[-1, length - min(padding, length - 1) :] = 0
+        return Inputs.of(input_ids=ids, attention_mask=mask)
 
     return make

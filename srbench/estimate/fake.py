@@ -29,6 +29,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from srbench.graph import CapturedGraph, CaptureError, capture
+from srbench.inputs import Inputs
 
 
 def new_fake_mode() -> FakeTensorMode:
@@ -66,14 +67,14 @@ class FakeModel:
     CPU tensors and converted."""
 
     module: torch.nn.Module
-    inputs: tuple
+    inputs: Inputs
     device: torch.device
     mode: FakeTensorMode
     built_for_real: bool = False
 
 
 def build_fake(
-    build: Callable[[], torch.nn.Module], make_inputs: Callable[[], tuple], device: torch.device
+    build: Callable[[], torch.nn.Module], make_inputs: Callable[[], Inputs | tuple], device: torch.device
 ) -> FakeModel:
     """Build the model and its inputs under a new fake mode, then move both to ``device``.
 
@@ -92,10 +93,10 @@ def build_fake(
             built_for_real = True
             _replace_tensors(module, lambda value: mode.from_tensor(value, static_shapes=True))
         with mode:
-            inputs = tuple(make_inputs())
+            inputs = Inputs.coerce(make_inputs())
             _replace_tensors(module, lambda value: value if device.type == "cpu" else fake_like(value, device))
             if device.type != "cpu":
-                inputs = tuple(fake_like(x, device) if isinstance(x, torch.Tensor) else x for x in inputs)
+                inputs = inputs.map_tensors(lambda x: fake_like(x, device))
     return FakeModel(module, inputs, device, mode, built_for_real)
 
 
@@ -115,7 +116,7 @@ class FakeCapture:
 
 def capture_on(
     build: Callable[[], torch.nn.Module],
-    make_inputs: Callable[[], tuple],
+    make_inputs: Callable[[], Inputs | tuple],
     device: torch.device,
     *,
     name: str = "model",

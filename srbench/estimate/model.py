@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from srbench.estimate.graph import GraphEstimate, estimate_graph
+from srbench.inputs import Inputs
 from srbench.memory.records import DEFAULT_ALIGNMENT
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 def estimate_model(
     build: Callable[[], torch.nn.Module],
-    make_inputs: Callable[[], tuple],
+    make_inputs: Callable[[], Inputs | tuple],
     *,
     name: str = "model",
     device: str = "cpu",

@@ -29,6 +29,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from srbench.estimate.fake import _device_present, build_fake
 from srbench.estimate.graph import NodeProblem
 from srbench.graph.capture import model_source_line
+from srbench.inputs import Inputs
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,11 @@ def _producer(graph: torch.fx.Graph, error: BaseException) -> torch.fx.Node | No
 
 
 def trace_partially(
-    build: Callable[[], torch.nn.Module], make_inputs: Callable[[], tuple], device: torch.device, *, capture_error: str
+    build: Callable[[], torch.nn.Module],
+    make_inputs: Callable[[], Inputs | tuple],
+    device: torch.device,
+    *,
+    capture_error: str,
 ) -> PartialTrace:
     """Record the ATen ops the model runs on fake tensors until it fails; see the module docstring.
 
@@ -109,17 +114,17 @@ def trace_partially(
     for name, value in [*fake.module.named_parameters(), *fake.module.named_buffers()]:
         names.setdefault(id(value), name.replace(".", "_"))
     user_inputs = set()
-    for index, value in enumerate(fake.inputs):
+    for index, value in enumerate(fake.inputs.tensors()):
         names.setdefault(id(value), f"input_{index}")
         user_inputs.add(names[id(value)])
-    for value in [*fake.module.parameters(), *fake.module.buffers(), *fake.inputs]:
+    for value in [*fake.module.parameters(), *fake.module.buffers(), *fake.inputs.tensors()]:
         if isinstance(value, torch.Tensor) and id(value) not in nodes:
             recorder.record(graph.placeholder(names[id(value)]), value)
     problem = None
     returned: tuple = ()
     try:
         with fake.mode, recorder, torch.no_grad():
-            result = fake.module(*fake.inputs)
+            result = fake.inputs.call(fake.module)
         returned = tuple(recorder.node_of(leaf) for leaf in tree_flatten(result)[0] if isinstance(leaf, torch.Tensor))
     except Exception as error:  # whatever stopped the trace is the finding
         producer = _producer(graph, error)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+from srbench.inputs import Inputs
+
 # torch.export patches process-wide state (nn.Module attribute access, a tracing mode stack)
 # while it traces: two captures at once corrupt each other, so srbench captures one at a time.
 _EXPORT_LOCK = threading.Lock()
@@ -81,7 +83,7 @@ class CapturedGraph:
     name: str
     exported: torch.export.ExportedProgram
     graph_module: torch.fx.GraphModule
-    example_inputs: tuple
+    example_inputs: Inputs
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -95,9 +97,12 @@ def _first_line(error: BaseException) -> str:
 
 
 def capture(
-    model: torch.nn.Module, example_inputs: tuple, *, name: str = "model", decompose: bool = False
+    model: torch.nn.Module, example_inputs: Inputs | tuple, *, name: str = "model", decompose: bool = False
 ) -> CapturedGraph:
     """Export ``model`` at ``example_inputs`` (static shapes) to an ATen-level graph.
+
+    ``example_inputs`` is one call (:class:`~srbench.inputs.Inputs`: positional and keyword
+    arguments, any pytrees of tensors and scalars), or a tuple of positional arguments.
 
     ``decompose`` lowers the graph to core ATen (``run_decompositions()``): every op then has an
     ``.out`` overload, at the price of more, smaller ops and a functionalized graph. Without it the
@@ -111,15 +116,15 @@ def capture(
     """
     if not isinstance(model, torch.nn.Module):
         raise CaptureError(name, f"expected a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(example_inputs, tuple):
-        raise CaptureError(name, f"example_inputs must be a tuple, got {type(example_inputs).__name__}")
+    try:
+        inputs = Inputs.coerce(example_inputs)
+    except TypeError as error:
+        raise CaptureError(name, str(error)) from None
     try:
         with _EXPORT_LOCK, torch.no_grad():
-            exported = torch.export.export(model, example_inputs, strict=False)
+            exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
             if decompose:
                 exported = exported.run_decompositions()
     except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
         raise CaptureError(name, _reason(error), model_source_line(error)) from error
-    return CapturedGraph(
-        name=name, exported=exported, graph_module=exported.graph_module, example_inputs=example_inputs
-    )
+    return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs)

@@ -11,9 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
-from srbench.measure.equivalence import EquivalenceReport, check_equivalence
+from srbench.inputs import Inputs
+from srbench.measure.equivalence import EquivalenceReport, Expected, check_equivalence, eager_answer
 from srbench.measure.memory import MemoryReport, measure_memory
 from srbench.measure.profile import op_profile
 from srbench.runtimes import Runtime, get_runtime
@@ -21,19 +20,15 @@ from srbench.suites.spec import CaseSpec
 from srbench.zoo import ModelCase, Zoo, load_zoo
 
 
-def _to_device(value: Any, device: str) -> Any:
-    return value.to(device) if isinstance(value, torch.Tensor) else value
-
-
 @dataclass
 class PreparedCase:
     spec: CaseSpec
     model_case: ModelCase
     runtime: Runtime
-    first_inputs: tuple
-    second_inputs: tuple
-    expected_first: Any
-    expected_second: Any
+    first_inputs: Inputs
+    second_inputs: Inputs
+    expected_first: Expected
+    expected_second: Expected
     prepare_seconds: float
 
     @property
@@ -46,7 +41,7 @@ class PreparedCase:
 
     def run(self) -> Any:
         """One call of the prepared runtime on the first inputs (what timing measures)."""
-        return self.runtime(*self.first_inputs)
+        return self.first_inputs.call(self.runtime)
 
     def check_equivalence(self) -> EquivalenceReport:
         return check_equivalence(
@@ -80,10 +75,9 @@ def prepare_case(spec: CaseSpec, *, zoo: Zoo | None = None) -> PreparedCase:
     model_case = (zoo if zoo is not None else load_zoo()).get(spec.model)
     device = spec.options.device
     model = model_case.model().to(device)
-    first = tuple(_to_device(x, device) for x in model_case.example_inputs(0, spec.batch))
-    second = tuple(_to_device(x, device) for x in model_case.example_inputs(1, spec.batch))
-    with torch.inference_mode():
-        expected_first, expected_second = model(*first), model(*second)
+    first = model_case.example_inputs(0, spec.batch).to(device)
+    second = model_case.example_inputs(1, spec.batch).to(device)
+    expected_first, expected_second = eager_answer(model, first), eager_answer(model, second)
     runtime_class = get_runtime(spec.runtime)
     start = time.perf_counter()
     runtime = runtime_class(model, first, spec.options)

@@ -1,5 +1,5 @@
 """The equivalence protocol: a runtime must give eager's answers, on every shape, every time,
-without touching its inputs.
+and leave its inputs as eager leaves them (untouched, unless the model writes them in place).
 
 The runtime is prepared on the first inputs, then run on the first inputs, on inputs of a
 second shape, and on the first inputs again (a runtime that plans memory for one shape must
@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
+
+from srbench.inputs import Inputs
 
 
 class EquivalenceError(AssertionError):
@@ -179,18 +181,56 @@ def _check_unchanged(now: Any, before: Any, what: str, run: str) -> None:
             raise EquivalenceError(f"{run}: {what} {path} was modified\n{error}") from None
 
 
+@dataclass(frozen=True)
+class Expected:
+    """Eager's answer to one call: what it returned, and the call's inputs as eager left them
+    (equal to the inputs unless the model writes them in place)."""
+
+    outputs: Any
+    inputs_after: Inputs
+
+
+def eager_answer(model: Callable[..., Any], inputs: Inputs | tuple) -> Expected:
+    """Run ``model`` (eager, under ``torch.inference_mode``) on a copy of ``inputs``."""
+    call = Inputs.coerce(inputs).clone()
+    with torch.inference_mode():
+        outputs = call.call(model)
+    return Expected(outputs, call)
+
+
+def _check_inputs_after(got: Inputs, original: Inputs, expected: Inputs, run: str) -> None:
+    """The runtime's inputs after its call must be what eager left in them, exactly."""
+    _check_readable((got.args, dict(got.kwargs)), "input", run)
+    for (path, now), (_, before), (_, want) in zip(got.with_paths(), original.with_paths(), expected.with_paths()):
+        if not isinstance(want, torch.Tensor):
+            continue
+        try:
+            torch.testing.assert_close(now, want, rtol=0, atol=0, equal_nan=True)
+        except AssertionError as error:
+            eager_writes = not torch.equal(before, want)
+            what = (
+                "differs from what eager leaves in it (the model writes it in place)"
+                if eager_writes
+                else ("was modified (eager leaves it unchanged)")
+            )
+            raise EquivalenceError(f"{run}: input {path} {what}\n{error}") from None
+
+
 def check_equivalence(
     runtime: Callable[..., Any],
-    first_inputs: tuple,
-    second_inputs: tuple,
-    expected_first: Any,
-    expected_second: Any,
+    first_inputs: Inputs | tuple,
+    second_inputs: Inputs | tuple,
+    expected_first: Expected,
+    expected_second: Expected,
     *,
     rtol: float,
     atol: float,
     outputs_may_be_reused: bool = False,
 ) -> EquivalenceReport:
-    """Run the protocol on a prepared ``runtime``; ``expected_*`` are eager's outputs.
+    """Run the protocol on a prepared ``runtime``; ``expected_*`` are eager's answers to the two
+    calls (:func:`eager_answer`). Each run calls the runtime on a fresh copy of its inputs, so a
+    model that writes its inputs gets the same inputs every time, and after each run the copy
+    must hold exactly what eager left in its own copy.
 
     Unless ``outputs_may_be_reused`` (a runtime managing its output tensors may hand out the same
     buffers again), the outputs of the first run must survive the second run unchanged: a runtime
@@ -199,24 +239,25 @@ def check_equivalence(
     check_tolerance(rtol, atol)
     differences: list[Difference] = []
 
-    def run(name: str, inputs: tuple, expected: Any) -> Any:
-        before = _snapshot(inputs)
-        output = runtime(*inputs)
-        _check_unchanged(inputs, before, "input", name)
-        differences.extend(compare(output, expected, rtol=rtol, atol=atol, run=name))
+    def run(name: str, inputs: Inputs, expected: Expected) -> Any:
+        call = inputs.clone()
+        output = call.call(runtime)
+        differences.extend(compare(output, expected.outputs, rtol=rtol, atol=atol, run=name))
+        _check_inputs_after(call, inputs, expected.inputs_after, name)
         return output
 
-    first_output = run("run 1 (first shape)", first_inputs, expected_first)
+    first, second = Inputs.coerce(first_inputs), Inputs.coerce(second_inputs)
+    first_output = run("run 1 (first shape)", first, expected_first)
     first_saved = _snapshot(first_output)
-    run("run 2 (second shape)", second_inputs, expected_second)
+    run("run 2 (second shape)", second, expected_second)
     if not outputs_may_be_reused:
         _check_unchanged(
             first_output, first_saved, "an output of run 1, still held by the caller,", "run 2 (second shape)"
         )
-    run("run 3 (first shape again)", first_inputs, expected_first)
+    run("run 3 (first shape again)", first, expected_first)
     return EquivalenceReport(
         runs=3,
-        outputs=len(leaves(expected_first)),
+        outputs=len(leaves(expected_first.outputs)),
         max_abs=max((d.max_abs for d in differences), default=0.0),
         max_rel=max((d.max_rel for d in differences), default=0.0),
     )

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from srbench.inputs import Inputs
+
 
 @dataclass(frozen=True)
 class MemoryReport:
@@ -68,11 +70,11 @@ def page_faults_per_run(run: Callable[[], Any], runs: int = 10) -> float:
 
 
 def measure_memory(
-    runtime: Callable[..., Any], inputs: tuple, *, device: str = "cpu", estimated_peak_bytes: int | None = None
+    runtime: Callable[..., Any], inputs: Inputs, *, device: str = "cpu", estimated_peak_bytes: int | None = None
 ) -> MemoryReport:
-    """Memory figures of ``runtime`` on ``inputs`` in steady state (after a warm-up call);
+    """Memory figures of ``runtime`` on the call ``inputs`` in steady state (after a warm-up call);
     ``estimated_peak_bytes`` is carried into the report as given."""
-    call = lambda: runtime(*inputs)  # noqa: E731 - a thunk for the observers
+    call = lambda: inputs.call(runtime)  # noqa: E731 - a thunk for the observers
     faults = page_faults_per_run(call)
     observed = observe_allocations(call, device)
     planned_memory = getattr(runtime, "planned_memory", None)

@@ -12,6 +12,8 @@ from typing import Any
 
 from torch.profiler import ProfilerActivity, profile
 
+from srbench.inputs import Inputs
+
 
 def profiler_op_times(run: Callable[[], Any], iterations: int) -> dict[str, float]:
     """Self CPU milliseconds per call of each ATen op ``run`` calls, averaged over ``iterations``."""
@@ -26,11 +28,11 @@ def profiler_op_times(run: Callable[[], Any], iterations: int) -> dict[str, floa
     return dict(sorted(times.items(), key=lambda item: -item[1]))
 
 
-def op_profile(runtime: Callable[..., Any], inputs: tuple, *, iterations: int = 10) -> dict[str, float]:
-    """Milliseconds per call by node kind for ``runtime`` on ``inputs``, largest first."""
+def op_profile(runtime: Callable[..., Any], inputs: Inputs, *, iterations: int = 10) -> dict[str, float]:
+    """Milliseconds per call by node kind for ``runtime`` on the call ``inputs``, largest first."""
     own = getattr(runtime, "op_profile", None)
     if callable(own):
         times = own(inputs, iterations)
         return dict(sorted(times.items(), key=lambda item: -item[1]))
-    runtime(*inputs)  # warm-up outside the profile
-    return profiler_op_times(lambda: runtime(*inputs), iterations)
+    inputs.call(runtime)  # warm-up outside the profile
+    return profiler_op_times(lambda: inputs.call(runtime), iterations)

@@ -17,6 +17,7 @@ import torch.fx
 from torch.profiler import record_function
 
 from srbench.graph import CapturedGraph
+from srbench.inputs import Inputs
 from srbench.observe.observation import Observation, observe_run
 from srbench.observe.record import node_label, record
 
@@ -29,8 +30,9 @@ class _LabelledInterpreter(torch.fx.Interpreter):
             return super().run_node(node)
 
 
-def graph_arguments(captured: CapturedGraph, inputs: tuple) -> list[Any]:
-    """What the captured graph module takes: lifted parameters, buffers and constants, then the inputs."""
+def graph_arguments(captured: CapturedGraph, inputs: Inputs | tuple) -> list[Any]:
+    """What the captured graph module takes: lifted parameters, buffers and constants, then the
+    leaves of the call ``inputs`` (flattened as ``torch.export`` flattened it)."""
     exported = captured.exported
     lifted = []
     for spec in exported.graph_signature.input_specs:
@@ -38,10 +40,12 @@ def graph_arguments(captured: CapturedGraph, inputs: tuple) -> list[Any]:
             continue
         source = exported.state_dict if spec.target in exported.state_dict else exported.constants
         lifted.append(source[spec.target])
-    return [*lifted, *inputs]
+    return [*lifted, *Inputs.coerce(inputs).leaves()]
 
 
-def observe_eager(captured: CapturedGraph, inputs: tuple, *, device: str = "cpu", warmup: int = 1) -> Observation:
+def observe_eager(
+    captured: CapturedGraph, inputs: Inputs | tuple, *, device: str = "cpu", warmup: int = 1
+) -> Observation:
     """Run ``captured`` on ``inputs`` node by node ``warmup`` times, then once observed."""
     arguments = graph_arguments(captured, inputs)
     interpreter = _LabelledInterpreter(captured.graph_module)

@@ -9,16 +9,19 @@ node and after the last) happens outside every node and is counted as the runtim
 
 from __future__ import annotations
 
+from srbench.inputs import Inputs
 from srbench.observe.observation import Observation, observe_run
 from srbench.observe.record import record
 from srbench.static import StaticModule
 
 
-def observe_static(module: StaticModule, inputs: tuple, *, warmup: int = 1) -> Observation:
-    """Run ``module`` on ``inputs`` with a fresh runtime ``warmup`` times, then once observed."""
+def observe_static(module: StaticModule, inputs: Inputs | tuple, *, warmup: int = 1) -> Observation:
+    """Run ``module`` on ``inputs`` (one call, or its positional arguments) with a fresh runtime
+    ``warmup`` times, then once observed."""
+    inputs = Inputs.coerce(inputs)
     runtime = module.runtime()
     for _ in range(warmup):
-        runtime(*inputs)
+        inputs.call(runtime)
     bound = runtime.bind(inputs)
-    run = record(lambda: bound.forward_observed(*inputs), str(module.prepared.device))
+    run = record(lambda: inputs.call(bound.forward_observed), str(module.prepared.device))
     return observe_run(run, runtime="srbench", model=module.name)

@@ -2,9 +2,12 @@
 
 A runtime is a class registered under the entry-point group ``srbench.runtimes``. Constructing it,
 ``Runtime(model, example_inputs, options)``, is the prepare step (scripting, capturing, planning
-memory); calling it, ``runtime(*inputs)``, runs the prepared model and returns what the model
-returns. A runtime that cannot handle a model or an option raises :class:`UnsupportedRuntime`
-with the reason, which suites report as an expected failure rather than an error.
+memory), where ``example_inputs`` is one call of the model (:class:`srbench.inputs.Inputs`:
+positional and keyword arguments, any pytrees of tensors and Python scalars); calling it,
+``runtime(*args, **kwargs)``, runs the prepared model as the model itself is called and returns
+what the model returns. A runtime that cannot take keyword arguments flattens them if it can. A
+runtime that cannot handle a model, a call or an option raises :class:`UnsupportedRuntime` with
+the reason, which suites report as an expected failure rather than an error.
 
 Class attributes tell the suite loader which axes of a sweep matter to a runtime, so that a
 sweep over planners does not multiply the eager cases (see ``srbench.suites.expand``):
@@ -13,7 +16,8 @@ planning, :data:`~srbench.options.STATIC_OPTION_NAMES`) that the runtime reads, 
 the devices it can run on. ``slow`` marks runtimes whose prepare step is slow (compilation).
 Optional methods feed the measurements (``srbench.measure``): ``planned_memory() ->
 PlannedMemory | None`` for runtimes that plan memory, and ``op_profile(inputs, iterations) ->
-{node kind: ms per call}`` for runtimes that time their own nodes.
+{node kind: ms per call}`` (``inputs`` an :class:`~srbench.inputs.Inputs`) for runtimes that time
+their own nodes.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from srbench.inputs import Inputs
 from srbench.options import STATIC_OPTION_NAMES, RuntimeOptions
 from srbench.registry import Registry
 
@@ -67,9 +72,9 @@ class Runtime(Protocol):
     devices: ClassVar[tuple[str, ...]]
     slow: ClassVar[bool]
 
-    def __init__(self, model: Any, example_inputs: tuple, options: RuntimeOptions) -> None: ...
+    def __init__(self, model: Any, example_inputs: Inputs, options: RuntimeOptions) -> None: ...
 
-    def __call__(self, *inputs: Any) -> Any: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def runtime_names() -> list[str]:

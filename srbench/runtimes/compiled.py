@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, quiet_jit
 
 
@@ -20,20 +21,20 @@ class CompiledRuntime:
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     slow: ClassVar[bool] = True
 
-    def __init__(self, model: torch.nn.Module, example_inputs: tuple, options: RuntimeOptions = RuntimeOptions()):
+    def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         # Dynamo caches compiled code per Python code object and silently falls back to eager after
         # a few recompilations; a sweep builds the same model class many times, so start clean.
         torch._dynamo.reset()
         self.module = torch.compile(model.eval())
         try:
             with quiet_jit():
-                self(*example_inputs)
+                example_inputs.call(self)
         except Exception as error:  # Dynamo and Inductor raise many types; all mean "cannot compile here"
             reason = str(error).strip().splitlines()
             raise UnsupportedRuntime(
                 f"torch.compile failed: {type(error).__name__}: {reason[0] if reason else ''}"
             ) from error
 
-    def __call__(self, *inputs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with torch.inference_mode():
-            return self.module(*inputs)
+            return self.module(*args, **kwargs)

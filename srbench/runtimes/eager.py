@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions
 
 
@@ -14,9 +15,9 @@ class EagerRuntime:
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     slow: ClassVar[bool] = False
 
-    def __init__(self, model: torch.nn.Module, example_inputs: tuple, options: RuntimeOptions = RuntimeOptions()):
+    def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         self.model = model.eval()
 
-    def __call__(self, *inputs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with torch.inference_mode():
-            return self.model(*inputs)
+            return self.model(*args, **kwargs)

@@ -9,7 +9,9 @@ runtime is measured against. None of srbench's memory options apply (``honours``
 
 Like srbench, it prepares one program per input signature: the session is made for the example
 inputs, and inputs of another shape (or dtype) get their own export and session on first sight,
-cached by signature, so no ONNX model is ever run with shapes it was not exported for.
+cached by signature, so no ONNX model is ever run with shapes it was not exported for. Calls are
+flattened as ``torch.export`` flattens them (keyword arguments in name order): the leaves the
+ONNX graph reads are its inputs.
 
 Needs the optional extra ``onnx`` (``onnxruntime``, ``onnx``, ``onnxscript``): without
 ``onnxruntime`` preparing raises :class:`~srbench.runtimes.RuntimeUnavailable` saying so, and
@@ -23,13 +25,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import torch
 from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
 
+from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime
 
 # Loggers of the exporter and its ONNX libraries: they report, at INFO and WARNING, every skipped
@@ -62,19 +65,24 @@ def _quiet_export() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def _signature(inputs: Sequence[Any]) -> tuple:
-    return tuple((x.shape, x.dtype) if isinstance(x, torch.Tensor) else (type(x), x) for x in inputs)
+def _signature(inputs: Inputs) -> tuple:
+    """What a session is exported for: the call's structure, and per leaf its shape and dtype (a
+    tensor) or its value (a scalar, which the export bakes in)."""
+    leaves, structure = pytree.tree_flatten((inputs.args, dict(inputs.kwargs)))
+    return structure, tuple((x.shape, x.dtype) if isinstance(x, torch.Tensor) else (type(x), x) for x in leaves)
 
 
 class _Session:
     """One exported model and its session, for one input signature."""
 
-    def __init__(self, model: torch.nn.Module, inputs: tuple, options: RuntimeOptions):
+    def __init__(self, model: torch.nn.Module, inputs: Inputs, options: RuntimeOptions):
         import onnxruntime
 
         try:
             with _quiet_export(), torch.no_grad():
-                program = torch.onnx.export(model, inputs, dynamo=True, verbose=False, external_data=False)
+                program = torch.onnx.export(
+                    model, inputs.args, kwargs=dict(inputs.kwargs), dynamo=True, verbose=False, external_data=False
+                )
         except Exception as error:  # the exporter raises many types; all mean "cannot export"
             raise UnsupportedRuntime(f"torch.onnx.export cannot export the model: {_first_line(error)}") from error
         if program is None:
@@ -114,8 +122,9 @@ class _Session:
                 f"{self.out_spec.num_leaves if self.out_spec else 'an unknown number of'}"
             )
 
-    def __call__(self, inputs: Sequence[Any]) -> Any:
-        feed = {name: inputs[index].numpy() for index, name in self.feeds}
+    def __call__(self, inputs: Inputs) -> Any:
+        leaves = inputs.leaves()
+        feed = {name: leaves[index].numpy() for index, name in self.feeds}
         outputs = self.session.run(None, feed)
         return pytree.tree_unflatten([torch.from_numpy(value) for value in outputs], self.out_spec)
 
@@ -127,7 +136,7 @@ class OnnxRuntime:
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
     slow: ClassVar[bool] = False
 
-    def __init__(self, model: torch.nn.Module, example_inputs: tuple, options: RuntimeOptions = RuntimeOptions()):
+    def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         try:
             import onnxruntime  # noqa: F401 - checked here so a missing extra is a reason, not a crash
         except ImportError as error:
@@ -140,17 +149,18 @@ class OnnxRuntime:
         self.options = options
         self._sessions: dict[tuple, _Session] = {}
         self._last: tuple[tuple, _Session] | None = None
-        self._session(example_inputs)
+        self._session(example_inputs.canonical())
 
-    def _session(self, inputs: Sequence[Any]) -> _Session:
+    def _session(self, inputs: Inputs) -> _Session:
         key = _signature(inputs)
         session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[key] = _Session(self.model, tuple(inputs), self.options)
+            session = self._sessions[key] = _Session(self.model, inputs, self.options)
         self._last = (key, session)
         return session
 
-    def __call__(self, *inputs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        inputs = Inputs(args, kwargs).canonical()  # exported with keyword arguments in name order
         last = self._last
         session = last[1] if last is not None and last[0] == _signature(inputs) else self._session(inputs)
         return session(inputs)

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from srbench.inputs import Inputs
 from srbench.memory.records import lower_bound
 from srbench.runtimes import STATIC_OPTION_NAMES, PlannedMemory, RuntimeOptions, UnsupportedRuntime
 
@@ -22,7 +23,7 @@ class SrbenchRuntime:
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     slow: ClassVar[bool] = False
 
-    def __init__(self, model: torch.nn.Module, example_inputs: tuple, options: RuntimeOptions = RuntimeOptions()):
+    def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         from srbench.static import StaticModule, UnsupportedOpError
 
         try:  # RuntimeOptions are StaticOptions: every static option reaches the runtime as is
@@ -31,8 +32,8 @@ class SrbenchRuntime:
             raise UnsupportedRuntime(str(error)) from error
         self.runtime = self.module.runtime()
 
-    def __call__(self, *inputs: Any) -> Any:
-        return self.runtime(*inputs)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.runtime(*args, **kwargs)
 
     def planned_memory(self) -> PlannedMemory | None:
         """The slab planned for the example inputs' shapes, or ``None`` when nothing is managed."""
@@ -45,7 +46,7 @@ class SrbenchRuntime:
             graph_lower_bound=lower_bound(prepared.analysis.records),
         )
 
-    def op_profile(self, inputs: tuple, iterations: int) -> dict[str, float]:
+    def op_profile(self, inputs: Inputs, iterations: int) -> dict[str, float]:
         """Milliseconds per call spent in each node kind, timed by the generated profiling code."""
         profile = self.runtime.profile(inputs, iterations=iterations, warmup=1)
         return {kind.kind: kind.mean_ms for kind in profile.kinds}

@@ -1,8 +1,10 @@
 """srbench's static runtime: captured graphs run with out variants in one planned slab.
 
 ``StaticModule(model, example_inputs, StaticOptions(...))`` prepares a model once (shared,
-read-only); ``module.runtime()`` gives a per-thread :class:`StaticRuntime` whose ``run(*inputs)``
-returns what the model returns. :class:`RuntimePool` hands one runtime per thread.
+read-only) for one example call (:class:`srbench.inputs.Inputs`, or a tuple of positional
+arguments); ``module.runtime()`` gives a per-thread :class:`StaticRuntime` called as the model is,
+``runtime(*args, **kwargs)``, returning what the model returns. :class:`RuntimePool` hands one
+runtime per thread.
 """
 
 from srbench.options import StaticOptions

@@ -32,6 +32,7 @@ from srbench.static.choose import NodePlan, RunAs
 from srbench.static.errors import inference_only_error
 from srbench.static.page_release import release_pages
 from srbench.static.slab_schedule import Release, SlabLayout
+from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
 
 if TYPE_CHECKING:
     from srbench.static.stream_code import StreamProgram
@@ -79,7 +80,8 @@ class Entry(enum.Enum):
 class RuntimeHooks:
     """What one runtime binds into the generated code besides constants and managed tensors.
 
-    ``miss`` takes the arguments of a call unlike the prepared signature (the slow path);
+    ``miss`` takes the positional and keyword arguments of a call unlike the prepared signature
+    (the slow path);
     ``slab`` is the storage of the slab (of its first segment; ``slab_segments`` are the others'),
     resized to its size during a run and to 0 after it with ``cleanup_activations``; ``times`` is
     where ``forward_profiled`` adds the seconds of each timing slot (slot 0: slab allocation, then
@@ -92,7 +94,7 @@ class RuntimeHooks:
     (its stream runner, events and streams: the ``Hook.STREAMS`` ... names).
     """
 
-    miss: Callable[[tuple[Any, ...]], Any]
+    miss: Callable[[tuple[Any, ...], dict[str, Any]], Any]
     slab: torch.UntypedStorage
     times: list[float]
     clock: Callable[[], float] = time.perf_counter
@@ -134,6 +136,15 @@ class StaticView:
     node: str
     name: str
     call: Call
+
+
+@dataclass(frozen=True)
+class ReturnedInput:
+    """A graph output that eager returns as one of its inputs (``view`` is ``None``) or as a view
+    of it: ``view`` is the output's shape, strides and storage offset relative to the input's."""
+
+    input: str
+    view: tuple[tuple[int, ...], tuple[int, ...], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -198,7 +209,10 @@ class CodeWriter:
         constants: Mapping[str, Any],
         out_spec: pytree.TreeSpec,
         mutations: Mapping[int, str],
-        guards: Sequence[tuple[torch.Size, tuple[int, ...], torch.dtype, torch.device]],
+        signature: InputSignature,
+        *,
+        returned_inputs: Mapping[int, ReturnedInput] | None = None,
+        disjoint_inputs: bool = False,
     ):
         self.graph = graph
         self.plans = {plan.node.name: plan for plan in plans}
@@ -207,9 +221,14 @@ class CodeWriter:
         self.constants = constants
         self.out_spec = out_spec
         self.mutations = mutations  # flat output index -> placeholder it must be copied into
-        self.guards = guards
+        self.signature = signature
         self.cleanup_slab_bytes: int | None = None  # the slab's size, taken whole at the start (streams)
         self.slab_layout: SlabLayout | None = None  # set by assemble: the segments cleanup takes and gives back
+        self.returned_inputs = dict(returned_inputs or {})
+        # a program made for inputs that share memory (torch.export folds the same tensor given
+        # twice into one placeholder), or one that is exact only for inputs that do not, checks
+        # on every call that the inputs share memory exactly as they did at prepare time
+        self.disjoint_inputs = disjoint_inputs and len(signature.tensor_leaves) > 1
         self.names = _Names()
         self.shared: dict[str, Any] = {}
         self._constant_names: dict[int, str] = {}
@@ -375,7 +394,11 @@ class CodeWriter:
         functionalized graph mutates (it returns their new values), and every output's expression."""
         output = next(node for node in self.graph.nodes if node.op == "output")
         flat = [self.render(value) for value in output.args[0]]
-        user = [expr for index, expr in enumerate(flat) if index not in self.mutations]
+        user = [
+            self._returned_input(self.returned_inputs[index]) if index in self.returned_inputs else expr
+            for index, expr in enumerate(flat)
+            if index not in self.mutations
+        ]
         returned = self.output_expr(self.out_spec, list(user))
         write_back = [f"{self.expr[target]}.copy_({flat[index]})" for index, target in sorted(self.mutations.items())]
         return returned, write_back, flat
@@ -414,14 +437,19 @@ class CodeWriter:
 
     def bind_guards(self) -> None:
         """The shared globals of the input guard, the grad-mode switch and the inference check."""
-        for i, (shape, stride, dtype, device) in enumerate(self.guards):
-            self.shared.update(
-                {f"_g{i}_shape": shape, f"_g{i}_stride": stride, f"_g{i}_dtype": dtype, f"_g{i}_device": device}
-            )
+        for i, leaf in enumerate(self.signature.leaves):
+            if isinstance(leaf, TensorLeaf):
+                self.shared.update(
+                    {f"_g{i}_shape": leaf.shape, f"_g{i}_stride": leaf.stride, f"_g{i}_dtype": leaf.dtype}
+                )
+                self.shared[f"_g{i}_device"] = leaf.device
         self.shared.setdefault("_is_grad_enabled", torch.is_grad_enabled)
         self.shared.setdefault("_set_grad_enabled", torch._C._set_grad_enabled)
         self.shared.setdefault("_inference_only", inference_only_error)
-        self.shared.setdefault("_input_names", tuple(self.user_inputs))
+        self.shared.setdefault("_input_names", self.signature.paths)
+        self.shared.setdefault("_sharing_of", sharing_of)
+        self.shared.setdefault("_g_sharing", self.signature.sharing)
+        self.shared.setdefault("_tree_flatten", pytree.tree_flatten)
         self.shared.setdefault("_record_function", record_function)
 
     def make_program(self, source: str, timed: tuple[TimedNode, ...], streams: StreamProgram | None = None) -> Program:
@@ -452,10 +480,17 @@ class CodeWriter:
             result.append((name, lines + ([f"del {', '.join(dead)}"] if dead else [])))
         return result
 
-    def _device_mismatch(self, i: int) -> str:
+    def _returned_input(self, returned: ReturnedInput) -> str:
+        """The expression of an output eager returns as (a view of) an input."""
+        base = self.expr[returned.input]
+        if returned.view is None:
+            return base
+        shape, stride, offset = returned.view
+        return f"{base}.as_strided({shape!r}, {stride!r}, {base}.storage_offset() + {offset})"
+
+    def _device_mismatch(self, i: int, device: torch.device) -> str:
         """The cheapest exact device test: ``is_cpu``/``is_cuda`` are attributes, ``.device``
         builds an object."""
-        device: torch.device = self.guards[i][3]
         if device.type == "cpu":
             return f"not in_{i}.is_cpu"
         if device.type == "cuda":
@@ -468,38 +503,87 @@ class CodeWriter:
         under the miss hook, which holds it)."""
         return name != Entry.UNCHECKED.value
 
+    @property
+    def leaves(self) -> str:
+        """The call's leaves as one tuple expression, ``(in_0, in_1, )``."""
+        return "(" + "".join(f"in_{i}, " for i in range(len(self.signature.leaves))) + ")"
+
+    def unpack(self, guard: bool) -> list[str]:
+        """Lines binding ``in_0, in_1, ...`` (one per leaf of the signature, in flattening order)
+        from ``args`` and ``kwargs``. With ``guard``, a call unlike the signature goes to the
+        miss hook: every container's type and length (a dict's keys through the lookups), every
+        scalar's type and value, every tensor's shape, strides, dtype and device, and, for a
+        program that needs it, that the tensors share memory as they did at prepare time.
+        Tuples, lists and dicts are read directly; other registered containers (named tuples,
+        ...) through pytree."""
+        lines: list[str] = []
+        checks: list[str] = []
+        leaf = iter(range(len(self.signature.leaves)))
+        temps = iter(range(1_000_000))
+
+        def bind(spec: pytree.TreeSpec, expr: str) -> None:
+            if spec.is_leaf():
+                lines.append(f"in_{next(leaf)} = {expr}")
+                return
+            temp = f"_a{next(temps)}"
+            if spec.type in (tuple, list, dict):
+                lines.append(f"{temp} = {expr}")
+                checks.append(f"type({temp}) is not {spec.type.__name__} or len({temp}) != {spec.num_children}")
+                keys = spec.context if spec.type is dict else range(spec.num_children)
+                for key, child in zip(keys, spec.children()):
+                    bind(child, f"{temp}[{self.render(key)}]")
+                return
+            lines.append(f"{temp}, {temp}_spec = _tree_flatten({expr})")
+            checks.append(f"{temp}_spec != {self.constant(spec, 'in_spec')}")
+            for index in range(spec.num_leaves):
+                lines.append(f"in_{next(leaf)} = {temp}[{index}]")
+
+        args_spec, kwargs_spec = self.signature.structure.children()
+        checks.append(f"len(args) != {args_spec.num_children}")
+        checks.append(f"len(kwargs) != {kwargs_spec.num_children}" if kwargs_spec.num_children else "kwargs")
+        for index, child in enumerate(args_spec.children()):
+            bind(child, f"args[{index}]")
+        for key, child in zip(kwargs_spec.context, kwargs_spec.children()):
+            bind(child, f"kwargs[{key!r}]")
+        if not guard:
+            return ["    " + line for line in lines]
+        for i, value in enumerate(self.signature.leaves):
+            if isinstance(value, TensorLeaf):
+                checks.append(
+                    f"in_{i}.shape != _g{i}_shape or in_{i}.stride() != _g{i}_stride "
+                    f"or in_{i}.dtype is not _g{i}_dtype or {self._device_mismatch(i, value.device)}"
+                )
+            elif value.value is None:
+                checks.append(f"in_{i} is not None")
+            else:
+                checks.append(f"type(in_{i}) is not {self.constant(type(value.value), 'type')}")
+                checks.append(f"in_{i} != {self.render(value.value)}")
+        if self.disjoint_inputs or self.signature.shares_memory:
+            checks.append(f"_sharing_of(*{self.leaves}) != _g_sharing")
+        miss = f"return {Hook.MISS}(args, kwargs)"
+        return [
+            "    try:",
+            *(INDENT + line for line in lines),
+            f"{INDENT}if {' or '.join(checks)}:",
+            f"{INDENT}    {miss}",
+            "    except (AttributeError, IndexError, KeyError, TypeError, ValueError):",
+            f"{INDENT}{miss}",
+        ]
+
     def head(self, name: str, *, guard: bool) -> list[str]:
-        """A generated function's first lines: its signature, the input guard (``guard``), the
-        inputs unpacked as ``in_0, in_1, ...``, the inference-only check, the runtime's call token
-        taken (see :meth:`claims`) and grad mode turned off (``_grad`` keeps it; the caller's
-        ``finally`` restores it and gives the token back)."""
-        n = len(self.user_inputs)
-        unpack = ", ".join(f"in_{i}" for i in range(n)) + ("," if n == 1 else "")
-        head = [f"def {name}(*args):"]
-        if guard:
-            head += [
-                f"    if len(args) != {n}:",
-                f"        return {Hook.MISS}(args)",
-            ]
-        if n:
-            head.append(f"    {unpack} = args")
-        if guard and n:
-            checks = " or ".join(
-                f"in_{i}.shape != _g{i}_shape or in_{i}.stride() != _g{i}_stride or in_{i}.dtype is not _g{i}_dtype "
-                f"or {self._device_mismatch(i)}"
-                for i in range(n)
-            )
-            head += [
-                "    try:",
-                f"        if {checks}:",
-                f"            return {Hook.MISS}(args)",
-                "    except AttributeError:",
-                f"        return {Hook.MISS}(args)",
-            ]
+        """A generated function's first lines: its signature (the model's: ``*args, **kwargs``),
+        the call unpacked as ``in_0, in_1, ...`` and guarded (``guard``, see :meth:`unpack`), the
+        inference-only check, the runtime's call token taken (see :meth:`claims`) and grad mode
+        turned off (``_grad`` keeps it; the caller's ``finally`` restores it and gives the token
+        back)."""
+        head = [f"def {name}(*args, **kwargs):", *self.unpack(guard)]
         head.append("    _grad = _is_grad_enabled()")
-        if n:
-            requires_grad = " or ".join(f"in_{i}.requires_grad" for i in range(n))
-            head += [f"    if _grad and ({requires_grad}):", "        raise _inference_only(_input_names, args)"]
+        tensors = [f"in_{i}" for i, leaf in enumerate(self.signature.leaves) if isinstance(leaf, TensorLeaf)]
+        if tensors:
+            head += [
+                f"    if _grad and ({' or '.join(f'{t}.requires_grad' for t in tensors)}):",
+                f"        raise _inference_only(_input_names, {self.leaves})",
+            ]
         if self.claims(name):
             head += [
                 "    try:",

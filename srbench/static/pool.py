@@ -28,8 +28,8 @@ class RuntimePool:
                 self._created += 1
         return runtime
 
-    def run(self, *inputs: Any) -> Any:
-        return self.runtime().run(*inputs)
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        return self.runtime().run(*args, **kwargs)
 
     __call__ = run
 

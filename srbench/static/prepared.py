@@ -1,15 +1,25 @@
 """Preparing one input signature: capture, clean-up, op resolution, lifetimes, plan, code.
 
-A :class:`PreparedGraph` is everything about a model at one set of input shapes that does not
-depend on which thread runs it: it is built once (under the module's lock) and only read after.
-Runtimes bind it to their own slab (see :mod:`srbench.static.runtime`).
+A :class:`PreparedGraph` is everything about a model at one input signature (structure, shapes,
+strides, scalar values, memory sharing: :class:`~srbench.static.signature.InputSignature`) that
+does not depend on which thread runs it: it is built once (under the module's lock) and only read
+after. Runtimes bind it to their own slab (see :mod:`srbench.static.runtime`).
+
+Aliasing follows eager. The export-level graph keeps in-place ops, so inputs that share memory
+see each other's writes as in eager. A decomposed (functionalized) graph computes the new value
+of an input it writes and copies it back at the end: exact for inputs that do not share memory,
+wrong for inputs that do (one input's write would not reach the other before it is read). So
+inputs that share memory are never decomposed (their calls run the export-level graph), and a
+decomposed program that writes an input checks, on every call, that its inputs do not share
+memory. An output that is (a view of) an input the functionalized graph writes is returned as
+(that view of) the input itself, as eager returns it.
 """
 
 from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,56 +28,23 @@ import torch.fx
 from torch.export.graph_signature import InputKind, OutputKind
 
 from srbench.graph import CapturedGraph, capture
-from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes
+from srbench.inputs import Inputs
+from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes, has_static_geometry
 from srbench.memory.records import TensorUsageRecord
 from srbench.options import StaticOptions
 from srbench.planners import PlanResult, plan_memory
 from srbench.schedulers import Schedule
 from srbench.static import page_release
 from srbench.static.choose import Chooser, NodePlan, RunAs, written_storages
-from srbench.static.codegen import CodeWriter, Program
+from srbench.static.codegen import CodeWriter, Program, ReturnedInput
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import resolve
 from srbench.static.slab_schedule import SlabLayout, slab_layout
+from srbench.static.signature import InputSignature
 from srbench.static.stream_code import StreamCodeWriter, StreamMode
 from srbench.static.streams import plan_streams
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """One tensor input as prepared: the guard the generated code checks on every run."""
-
-    shape: torch.Size
-    stride: tuple[int, ...]
-    dtype: torch.dtype
-    device: torch.device
-
-    @classmethod
-    def of(cls, tensor: torch.Tensor) -> InputSpec:
-        return cls(tensor.shape, tensor.stride(), tensor.dtype, tensor.device)
-
-    @property
-    def key(self) -> tuple:
-        return (self.shape, self.stride, self.dtype, _device_index(self.device))
-
-    @property
-    def guard(self) -> tuple:
-        return (self.shape, self.stride, self.dtype, self.device)
-
-    def describe(self) -> str:
-        return f"{str(self.dtype).removeprefix('torch.')}{list(self.shape)} on {self.device}"
-
-
-def _device_index(device: torch.device) -> int:
-    """What ``Tensor.get_device()`` returns: -1 on the CPU, the index on an accelerator."""
-    return -1 if device.type == "cpu" else (device.index or 0)
-
-
-def input_key(inputs: Sequence[Any]) -> tuple:
-    """The cache key of a call: per tensor its shape, strides, dtype and device."""
-    return tuple((x.shape, x.stride(), x.dtype, x.get_device()) for x in inputs)
 
 
 @dataclass(frozen=True)
@@ -91,8 +68,8 @@ class ManagedTensor:
 class PreparedGraph:
     """A model prepared for one input signature; shared by every runtime, never modified."""
 
-    inputs: tuple[InputSpec, ...]
-    input_names: tuple[str, ...]
+    signature: InputSignature
+    input_names: tuple[str, ...]  # the graph's user-input placeholders, one per leaf of the signature
     captured: CapturedGraph
     analysis: LifetimeAnalysis
     plans: tuple[NodePlan, ...]
@@ -115,7 +92,7 @@ class PreparedGraph:
 
     @property
     def key(self) -> tuple:
-        return tuple(spec.key for spec in self.inputs)
+        return self.signature.key
 
     @property
     def slab_bytes(self) -> int:
@@ -135,11 +112,11 @@ class PreparedGraph:
 
 
 def _placeholder_values(
-    captured: CapturedGraph, model: torch.nn.Module, inputs: tuple
+    captured: CapturedGraph, model: torch.nn.Module, inputs: Sequence[Any]
 ) -> tuple[dict[str, Any], list[str], set[str]]:
-    """Real values of every placeholder (the model's live parameters and buffers, so in-place
-    updates reach them as in eager mode), the user-input placeholders in order, and the names of
-    the constant ones."""
+    """Real values of every placeholder (``inputs``: the call's leaves, tensors and scalars, in
+    flattening order; the model's live parameters and buffers, so in-place updates reach them as
+    in eager mode), the user-input placeholders in order, and the names of the constant ones."""
     exported = captured.exported
     values: dict[str, Any] = {}
     user: list[str] = []
@@ -216,24 +193,69 @@ def _plan(records: Sequence[TensorUsageRecord], planner: str) -> PlanResult | No
     return plan_memory(records, planner) if records else None
 
 
+def _returned_inputs(
+    graph: torch.fx.Graph, mutations: Mapping[int, str], user_inputs: Sequence[str], analysis: LifetimeAnalysis
+) -> dict[int, ReturnedInput]:
+    """Outputs of a functionalized graph that eager returns as (a view of) an input it writes:
+    flat output index -> the input, and the view's geometry relative to the input's start. A view
+    is regenerated only where the new value is laid out as the input is, so the view's strides
+    mean the same bytes of the input."""
+    output = next(node for node in graph.nodes if node.op == "output")
+    outputs = list(output.args[0])
+    placeholders = {node.name: node for node in graph.nodes if node.op == "placeholder"}
+    written: dict[str, tuple[torch.fx.Node, str]] = {}  # storage -> (new value node, input it goes to)
+    for index, target in mutations.items():
+        node = outputs[index]
+        if target in user_inputs and isinstance(node, torch.fx.Node) and node.op == "call_function":
+            written[analysis.storage_of.get(node.name, node.name)] = (node, target)
+    returned: dict[int, ReturnedInput] = {}
+    for index, value in enumerate(outputs):
+        if index in mutations or not isinstance(value, torch.fx.Node):
+            continue
+        found = written.get(analysis.storage_of.get(value.name, ""))
+        if found is None:
+            continue
+        new_value, target = found
+        if value is new_value:
+            returned[index] = ReturnedInput(target)
+            continue
+        new, view, original = new_value.meta.get("val"), value.meta.get("val"), placeholders[target].meta.get("val")
+        if not (
+            isinstance(new, torch.Tensor)
+            and isinstance(view, torch.Tensor)
+            and isinstance(original, torch.Tensor)
+            and all(has_static_geometry(t) for t in (new, view, original))
+        ):
+            continue
+        if (new.shape, new.stride(), new.storage_offset()) == (original.shape, original.stride(), 0):
+            returned[index] = ReturnedInput(target, (tuple(view.shape), view.stride(), int(view.storage_offset())))
+    return returned
+
+
 def prepare_graph(
     model: torch.nn.Module,
-    inputs: tuple,
+    inputs: Inputs,
     options: StaticOptions,
     *,
     name: str,
     out_variants: OutVariantRegistry,
+    argument_names: Sequence[str] = (),
 ) -> PreparedGraph:
-    """Prepare ``model`` for inputs shaped like ``inputs`` (see the module docstring)."""
+    """Prepare ``model`` for calls like ``inputs`` (see the module docstring); ``argument_names``
+    name the model's positional parameters, for messages."""
     start = time.perf_counter()
-    captured = capture(model, inputs, name=name, decompose=options.decompose)
+    inputs = inputs.canonical()  # the placeholders follow the keyword arguments' name order
+    signature = InputSignature.of(inputs, argument_names)
+    decompose = options.decompose and not signature.shares_memory
+    captured = capture(model, inputs, name=name, decompose=decompose)
     graph = captured.graph
     graph.eliminate_dead_code()
-    values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs)
+    values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
     rewrites = rewrite_graph(captured, model, values, options)
-    if any(rewrite.outcome is RewriteOutcome.APPLIED for rewrite in rewrites):
-        values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs)  # new constants
-    device = inputs[0].device if inputs else torch.device("cpu")
+    if any(rewrite.outcome is RewriteOutcome.APPLIED for rewrite in rewrites):  # new constants
+        values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
+    tensors = inputs.tensors()
+    device = tensors[0].device if tensors else torch.device("cpu")
 
     schema_analysis = analyze_lifetimes(graph)
     mutations = _mutation_outputs(captured)
@@ -250,12 +272,23 @@ def prepare_graph(
     arena_records = [r for r in analysis.output_records if r.id in managed_ids]
 
     out_spec = captured.exported.call_spec.out_spec
-    specs = tuple(InputSpec.of(x) for x in inputs)
+    returned_inputs = _returned_inputs(graph, mutations, user_inputs, analysis)
+    # a functionalized graph that writes an input is exact only for inputs not sharing memory
+    disjoint_inputs = any(target in user_inputs for target in mutations.values())
 
     def writer_of(cls: type[CodeWriter]) -> CodeWriter:
         constants = {n: v for n, v in values.items() if n in constant_nodes}
-        guards = [spec.guard for spec in specs]
-        return cls(graph, plans, user_inputs, constants, out_spec, mutations, guards)
+        return cls(
+            graph,
+            plans,
+            user_inputs,
+            constants,
+            out_spec,
+            mutations,
+            signature,
+            returned_inputs=returned_inputs,
+            disjoint_inputs=disjoint_inputs,
+        )
 
     def cleanup_of(plan: PlanResult | None) -> int | None:
         return plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
@@ -272,7 +305,7 @@ def prepare_graph(
         plan: PlanResult | None, output_plan: PlanResult | None, program: Program, **streams: Any
     ) -> PreparedGraph:
         return PreparedGraph(
-            inputs=specs,
+            signature=signature,
             input_names=tuple(user_inputs),
             captured=captured,
             analysis=analysis,

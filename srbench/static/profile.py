@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from srbench.formatting import aligned_table, format_bytes
+from srbench.inputs import Inputs
 from srbench.static.choose import RunAs
 from srbench.static.passes import Rewrite, RewriteOutcome
 
@@ -189,9 +190,13 @@ class OpProfile:
         return title + "\n" + aligned_table(("node", "pass", "replacement", "outcome", "reason"), rows)
 
 
-def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 100, warmup: int = 10) -> OpProfile:
-    """Profile ``module`` on ``inputs`` with a fresh runtime: the first iteration (binding the
-    slab included), then ``iterations`` timed runs of the profiling variant after ``warmup``."""
+def profile_runtime(
+    module: StaticModule, inputs: Inputs | tuple, *, iterations: int = 100, warmup: int = 10
+) -> OpProfile:
+    """Profile ``module`` on ``inputs`` (one call, or its positional arguments) with a fresh
+    runtime: the first iteration (binding the slab included), then ``iterations`` timed runs of
+    the profiling variant after ``warmup``."""
+    inputs = Inputs.coerce(inputs)
     if iterations < 1:
         raise ValueError(f"iterations must be at least 1, got {iterations}")
     setup_start = time.perf_counter()
@@ -199,7 +204,7 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
     setup_ms = (module.setup_seconds if prepared is module.prepared else time.perf_counter() - setup_start) * 1e3
     runtime = module.runtime()
     start = time.perf_counter()
-    runtime.run(*inputs)
+    inputs.call(runtime.run)
     first_ms = (time.perf_counter() - start) * 1e3
     bound = runtime.bind(inputs)
     timed = prepared.program.timed
@@ -207,13 +212,13 @@ def profile_runtime(module: StaticModule, inputs: tuple, *, iterations: int = 10
     times = bound.hooks.times
     times[:] = [0.0] * slots
     for _ in range(warmup):
-        bound.forward_profiled(*inputs)
+        inputs.call(bound.forward_profiled)
     samples: list[list[float]] = []  # per iteration, per slot
     walls = []
     for _ in range(iterations):
         times[:] = [0.0] * slots
         start = time.perf_counter()
-        bound.forward_profiled(*inputs)
+        inputs.call(bound.forward_profiled)
         walls.append(time.perf_counter() - start)
         samples.append(list(times))
     columns = [[sample[slot] * 1e3 for sample in samples] for slot in range(slots)]

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from srbench.inputs import Inputs
 from srbench.static.calls import invoke
 from srbench.static.codegen import Entry, RuntimeHooks
 from srbench.static.errors import ConcurrentUseError
 from srbench.static.page_release import release_pages
-from srbench.static.prepared import ManagedTensor, PreparedGraph, input_key
+from srbench.static.prepared import ManagedTensor, PreparedGraph
 from srbench.static.slab_schedule import Release, SlabLayout
 from srbench.static.stream_runner import bind_streams
 
@@ -71,7 +72,8 @@ def _slab_views(
 
 class StaticRuntime:
     """Runs a :class:`~srbench.static.StaticModule` from one thread; create one per thread with
-    ``module.runtime()``. ``run`` (or calling the runtime) returns what the model returns.
+    ``module.runtime()``. ``run(*args, **kwargs)`` (or calling the runtime) takes what the model
+    takes and returns what the model returns.
 
     A runtime serves one call at a time: a call while another is running (from another thread,
     or re-entered) raises :class:`~srbench.static.errors.ConcurrentUseError` instead of sharing
@@ -105,24 +107,24 @@ class StaticRuntime:
     def slab(self) -> torch.Tensor:
         return self._slab
 
-    def run(self, *inputs: Any) -> Any:
+    def run(self, *args: Any, **kwargs: Any) -> Any:
         forward = self._forward
         if forward is None:
-            return self._miss(inputs)
-        return forward(*inputs)
+            return self._miss(args, kwargs)
+        return forward(*args, **kwargs)
 
     __call__ = run
 
-    def run_async(self, *inputs: Any) -> Future[Any]:
+    def run_async(self, *args: Any, **kwargs: Any) -> Future[Any]:
         """Start a run on a thread of this runtime and return at once, as PyTorch Static Runtime's
         ``runAsync`` does: the future holds what ``run`` returns, or its error. Calls queue up and
         run one at a time, in order, since the runtime's slab serves one run at a time; with
         ``manage_output_tensors`` a result stays valid until the next run."""
         if self._launcher is None:
             self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="srbench-run")
-        return self._launcher.submit(self.run, *inputs)
+        return self._launcher.submit(self.run, *args, **kwargs)
 
-    def _miss(self, inputs: tuple) -> Any:
+    def _miss(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         """The slow path: inputs unlike the last program's. Check them, find or prepare the
         program for their shapes, make it the fast path, run it; all holding the runtime's call
         token (binding grows the slab, which a running call must not see)."""
@@ -131,19 +133,19 @@ class StaticRuntime:
         except IndexError:
             raise self._busy() from None
         try:
-            bound = self.bind(inputs)
+            bound = self.bind(Inputs(args, kwargs))
             self._forward = bound.forward
-            return bound.forward_unchecked(*inputs)
+            return bound.forward_unchecked(*args, **kwargs)
         finally:
             self._token.append(True)
 
     def _busy(self) -> ConcurrentUseError:
         return ConcurrentUseError(self.module.name)
 
-    def bind(self, inputs: Sequence[Any]) -> BoundProgram:
-        """The program for inputs like ``inputs``, bound to this runtime (made on first use)."""
-        self.module.check_inputs(inputs)
-        key = input_key(inputs)
+    def bind(self, inputs: Inputs | tuple) -> BoundProgram:
+        """The program for calls like ``inputs``, bound to this runtime (made on first use)."""
+        inputs = Inputs.coerce(inputs)
+        key = self.module.check_inputs(inputs).key
         bound = self._bound.get(key)
         if bound is None:
             bound = self._bound[key] = self._bind(self.module.prepared_for(inputs))
@@ -202,7 +204,7 @@ class StaticRuntime:
             managed=managed,
         )
 
-    def profile(self, inputs: tuple, iterations: int = 100, warmup: int = 10) -> OpProfile:
+    def profile(self, inputs: Inputs | tuple, iterations: int = 100, warmup: int = 10) -> OpProfile:
         """Time every node, as PyTorch's ``benchmark_individual_ops`` does (see
         :func:`srbench.static.profile.profile_runtime`)."""
         from srbench.static.profile import profile_runtime

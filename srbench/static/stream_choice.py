@@ -15,8 +15,9 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from srbench.inputs import Inputs
 from srbench.static.prepared import PreparedGraph
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ BUDGET_SECONDS = 0.5
 MIN_ROUNDS, MAX_ROUNDS, WARMUP = 3, 15, 2
 
 
-def keep_faster(module: StaticModule, prepared: PreparedGraph, inputs: tuple[Any, ...]) -> PreparedGraph:
+def keep_faster(module: StaticModule, prepared: PreparedGraph, inputs: Inputs) -> PreparedGraph:
     """``prepared``, or its one-stream twin when that measured as fast (see the module docstring)."""
     twin = prepared.one_stream
     if twin is None:
@@ -45,10 +46,10 @@ def keep_faster(module: StaticModule, prepared: PreparedGraph, inputs: tuple[Any
     )
 
 
-def _medians(module: StaticModule, candidates: tuple[PreparedGraph, ...], inputs: tuple[Any, ...]) -> list[float]:
+def _medians(module: StaticModule, candidates: tuple[PreparedGraph, ...], inputs: Inputs) -> list[float]:
     from srbench.static.runtime import StaticRuntime
 
-    inputs = tuple(value.clone() for value in inputs)  # the caller's example inputs stay untouched
+    inputs = inputs.clone()  # the caller's example inputs stay untouched
     calls = []
     for candidate in candidates:
         runtime = StaticRuntime(module, candidate.device)
@@ -61,7 +62,7 @@ def _medians(module: StaticModule, candidates: tuple[PreparedGraph, ...], inputs
             break
         for index in range(len(calls)) if round_ % 2 else reversed(range(len(calls))):
             start = time.perf_counter()
-            calls[index](*inputs)
+            inputs.call(calls[index])
             if round_ >= 0:
                 samples[index].append(time.perf_counter() - start)
     return [statistics.median(values) for values in samples]

@@ -201,7 +201,7 @@ class StreamCodeWriter(CodeWriter):
             keep = set() if worker else crossing.returned
             body = [line for _, lines in self.with_deletes(chunks, keep) for line in lines]
             if worker:
-                head = [f"def {_worker_name(stream)}(args, _x):"] + ([f"    {unpack} = args"] if n else [])
+                head = [f"def {_worker_name(stream)}(leaves, _x):"] + ([f"    {unpack} = leaves"] if n else [])
                 functions.append("\n".join(head + ["    " + line for line in body] + [""]))
             else:
                 stream_0 = "\n".join(INDENT + "    " + line for line in body or ["pass"])
@@ -219,7 +219,7 @@ class StreamCodeWriter(CodeWriter):
         if self.cleanup_slab_bytes is not None:
             lines.append(f"{INDENT}{Hook.SLAB}.resize_({self.cleanup_slab_bytes})")
         lines += [
-            f"{INDENT}_x = {Hook.STREAMS}.start(args)",
+            f"{INDENT}_x = {Hook.STREAMS}.start({self.leaves})",  # the workers unpack the call's leaves
             f"{INDENT}try:",
             code.stream_0,
             f"{INDENT}except BaseException as _error:",

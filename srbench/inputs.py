@@ -1,0 +1,114 @@
+"""The arguments of one call of a model, as ``torch.export`` takes them.
+
+A model is called as ``model(*args, **kwargs)`` where each argument is any pytree (tuples, lists,
+dicts, ``None``, registered containers) of tensors and Python scalars: transformers models take
+``input_ids=..., attention_mask=...``. :class:`Inputs` holds one such call, so that every stage
+that prepares or measures a model (zoo cases, runtime plugins, the static runtime, the
+equivalence protocol) passes example calls the same way, and every runtime is then called the
+way the model is: ``runtime(*args, **kwargs)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+
+@dataclass(frozen=True, eq=False)
+class Inputs:
+    """One call's positional ``args`` and keyword ``kwargs`` (any pytrees of tensors and scalars)."""
+
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.args, tuple):
+            raise TypeError(f"Inputs.args must be a tuple, got {type(self.args).__name__}")
+        if not isinstance(self.kwargs, Mapping) or not all(isinstance(key, str) for key in self.kwargs):
+            raise TypeError("Inputs.kwargs must be a mapping from argument names to values")
+        object.__setattr__(self, "kwargs", dict(self.kwargs))
+
+    @classmethod
+    def of(cls, *args: Any, **kwargs: Any) -> Inputs:
+        """The inputs of the call ``model(*args, **kwargs)``."""
+        return cls(args, kwargs)
+
+    @classmethod
+    def coerce(cls, value: Inputs | tuple) -> Inputs:
+        """``value`` as :class:`Inputs`: a tuple is the positional arguments of a call without
+        keywords (as ``torch.export.export(model, args)`` takes them)."""
+        if isinstance(value, Inputs):
+            return value
+        if isinstance(value, tuple):
+            return cls(value)
+        raise TypeError(
+            f"example inputs must be srbench.inputs.Inputs or a tuple of positional arguments, "
+            f"got {type(value).__name__}"
+        )
+
+    def canonical(self) -> Inputs:
+        """The same call with its keyword arguments in name order. ``torch.export`` flattens
+        keyword arguments in the order given; runtimes that flatten calls use this order, so the
+        order a caller writes them in does not matter."""
+        return Inputs(self.args, {key: self.kwargs[key] for key in sorted(self.kwargs)})
+
+    def leaves(self) -> list[Any]:
+        """Every leaf (tensors and scalars), flattened as ``torch.export`` flattens the call."""
+        return pytree.tree_leaves((self.args, dict(self.kwargs)))
+
+    def call(self, function: Callable[..., Any]) -> Any:
+        """``function(*args, **kwargs)``."""
+        return function(*self.args, **self.kwargs)
+
+    def map_tensors(self, function: Callable[[torch.Tensor], Any]) -> Inputs:
+        """The same call with ``function`` applied to every tensor (scalars and structure kept)."""
+        args, kwargs = pytree.tree_map_only(torch.Tensor, function, (self.args, dict(self.kwargs)))
+        return Inputs(args, kwargs)
+
+    def clone(self) -> Inputs:
+        """A copy whose tensors are new (a call that writes its inputs leaves these alone), with
+        the call's memory sharing kept: the same tensor passed twice is one new tensor, views of
+        one tensor are views of one new storage, at the same offsets and strides."""
+        tensors: dict[int, torch.Tensor] = {}
+        storages: dict[int, torch.UntypedStorage] = {}
+
+        def copy(tensor: torch.Tensor) -> torch.Tensor:
+            if id(tensor) not in tensors:
+                tensors[id(tensor)] = _copy_sharing(tensor, storages)
+            return tensors[id(tensor)]
+
+        return self.map_tensors(copy)
+
+    def to(self, device: str | torch.device) -> Inputs:
+        return self.map_tensors(lambda tensor: tensor.to(device))
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor of the call, in pytree order."""
+        return [leaf for leaf in pytree.tree_leaves((self.args, dict(self.kwargs))) if isinstance(leaf, torch.Tensor)]
+
+    def with_paths(self) -> list[tuple[str, Any]]:
+        """Every leaf with its path: ``args[0]``, ``args[1]['mask']``, ``kwargs['scale']``."""
+        flat, _ = pytree.tree_flatten_with_path({"args": self.args, "kwargs": dict(self.kwargs)})
+        return [(_path(keys), leaf) for keys, leaf in flat]
+
+
+def _path(keys: tuple[Any, ...]) -> str:
+    """``args[1]['a']`` from pytree keys (the first is the dict key ``args``/``kwargs``)."""
+    first, rest = keys[0], keys[1:]
+    return str(getattr(first, "key", first)) + pytree.keystr(rest)
+
+
+def _copy_sharing(tensor: torch.Tensor, storages: dict[int, torch.UntypedStorage]) -> torch.Tensor:
+    """A copy of ``tensor`` into a copy of its storage, made once per storage (``storages``)."""
+    if tensor.layout != torch.strided or tensor.is_quantized or not tensor.untyped_storage().nbytes():
+        return tensor.detach().clone()
+    storage = tensor.untyped_storage()
+    if storage.data_ptr() not in storages:
+        storages[storage.data_ptr()] = storage.clone()
+    copied = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    copied.set_(storages[storage.data_ptr()], tensor.storage_offset(), tensor.shape, tensor.stride())
+    return copied.requires_grad_(tensor.requires_grad) if tensor.is_leaf else copied

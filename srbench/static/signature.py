@@ -1,0 +1,232 @@
+"""The input signature of a prepared program: the structure of a call, and what each leaf is.
+
+``torch.export`` takes a call's positional and keyword arguments as pytrees of tensors and Python
+scalars, flattens them, and gives the graph one placeholder per leaf, in flattening order: a
+tensor placeholder, or a constant for a scalar (the value is baked into the graph). An
+:class:`InputSignature` records the same flattening for one call: the structure (the pytree spec
+of ``(args, kwargs)``, keyword arguments in name order, so their order at a call does not
+matter), one :class:`TensorLeaf` or :class:`ScalarLeaf` per leaf, a readable path for each
+(``pair['a'][0]``, ``attention_mask``), and which tensors share memory.
+
+Two calls with equal :attr:`~InputSignature.key` run the same program. Calls that differ in
+structure, in a leaf's kind (tensor or scalar type), dtype or device are refused with the first
+difference (:meth:`~InputSignature.difference`); calls that differ only in shapes, strides,
+scalar values or memory sharing (:func:`sharing_of`) get a program of their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from srbench.inputs import Inputs
+
+
+@dataclass(frozen=True)
+class TensorLeaf:
+    """A tensor argument: the generated code checks its shape, strides, dtype and device."""
+
+    shape: torch.Size
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> TensorLeaf:
+        return cls(tensor.shape, tensor.stride(), tensor.dtype, tensor.device)
+
+    @property
+    def key(self) -> tuple:
+        return (self.shape, self.stride, self.dtype, self.device)
+
+    def kind(self) -> str:
+        return "a tensor"
+
+    def describe(self) -> str:
+        return f"{str(self.dtype).removeprefix('torch.')}{list(self.shape)} on {self.device}"
+
+
+@dataclass(frozen=True)
+class ScalarLeaf:
+    """A Python scalar (``int``, ``float``, ``bool``, ``str``, ``None``...): ``torch.export``
+    specialises the graph to its value, so another value gets a program of its own."""
+
+    value: Any
+
+    @property
+    def key(self) -> tuple:
+        try:
+            hash(self.value)
+        except TypeError:
+            return (type(self.value), id(self.value))
+        return (type(self.value), self.value)
+
+    def kind(self) -> str:
+        return "None" if self.value is None else _article(type(self.value).__name__)
+
+    def describe(self) -> str:
+        return repr(self.value)
+
+
+Leaf = TensorLeaf | ScalarLeaf
+
+
+def _article(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _leaf(value: Any) -> Leaf:
+    return TensorLeaf.of(value) if isinstance(value, torch.Tensor) else ScalarLeaf(value)
+
+
+def positional_names(function: Callable[..., Any], count: int) -> list[str]:
+    """Names of the first ``count`` positional parameters of ``function`` (``args[i]`` where it
+    has none: ``*args``, or a signature Python cannot read)."""
+    names = []
+    with contextlib.suppress(TypeError, ValueError):
+        for parameter in inspect.signature(function).parameters.values():
+            if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                names.append(parameter.name)
+    return [names[i] if i < len(names) else f"args[{i}]" for i in range(count)]
+
+
+def sharing_of(*leaves: Any) -> tuple[tuple[int, int], ...]:
+    """How the tensors among ``leaves`` share memory: per leaf, the index of the first leaf whose
+    storage it shares (its own index if none, and for scalars) and its storage offset relative
+    to that leaf's. With shapes and strides, this says exactly which bytes two inputs share: the
+    same tensor twice is ``(i, 0)``, a view one row further ``(i, row)``."""
+    first: dict[int, tuple[int, int]] = {}
+    result = []
+    for index, leaf in enumerate(leaves):
+        storage = leaf.untyped_storage() if isinstance(leaf, torch.Tensor) else None
+        if storage is None or not storage.nbytes():
+            result.append((index, 0))
+            continue
+        owner, offset = first.setdefault(storage.data_ptr(), (index, leaf.storage_offset()))
+        result.append((owner, leaf.storage_offset() - offset))
+    return tuple(result)
+
+
+@dataclass(frozen=True)
+class InputSignature:
+    """One call's structure and leaves; see the module docstring."""
+
+    structure: pytree.TreeSpec
+    leaves: tuple[Leaf, ...]
+    paths: tuple[str, ...]
+    sharing: tuple[tuple[int, int], ...]
+    argument_names: tuple[str, ...] = ()  # the model's positional parameters, for messages
+
+    @classmethod
+    def of(cls, inputs: Inputs, names: Sequence[str] = ()) -> InputSignature:
+        """The signature of ``inputs``; ``names`` are the model's positional parameter names
+        (for readable paths)."""
+        canonical = inputs.canonical()
+        flat, structure = pytree.tree_flatten_with_path((canonical.args, dict(canonical.kwargs)))
+        leaves = [leaf for _, leaf in flat]
+        paths = tuple(_readable(keys, names) for keys, _ in flat)
+        return cls(structure, tuple(_leaf(leaf) for leaf in leaves), paths, sharing_of(*leaves), tuple(names))
+
+    @property
+    def key(self) -> tuple:
+        return (self.structure, tuple(leaf.key for leaf in self.leaves), self.sharing)
+
+    @property
+    def shares_memory(self) -> bool:
+        """Whether two tensor arguments share memory (the same tensor twice, or views of one)."""
+        return any(owner != index for index, (owner, _) in enumerate(self.sharing))
+
+    @property
+    def tensor_leaves(self) -> tuple[TensorLeaf, ...]:
+        return tuple(leaf for leaf in self.leaves if isinstance(leaf, TensorLeaf))
+
+    def describe(self) -> str:
+        """``(x: float32[2, 3] on cpu, n: 2, *, mask: float32[2, 3] on cpu)``."""
+        parts = [f"{path}: {leaf.describe()}" for path, leaf in zip(self.paths, self.leaves)]
+        return "(" + ", ".join(parts) + ")"
+
+    def difference(self, given: InputSignature) -> str | None:
+        """The first way ``given`` cannot run a program prepared for this signature (structure,
+        a leaf's kind, dtype or device), or ``None``. Shapes, strides, scalar values and memory
+        sharing may differ: those get a program of their own."""
+        shape = _structure_difference(given.structure, self.structure, "", self.argument_names)
+        if shape is not None:
+            return shape
+        for path, want, got in zip(self.paths, self.leaves, given.leaves):
+            if isinstance(want, TensorLeaf) and isinstance(got, TensorLeaf):
+                if got.dtype != want.dtype:
+                    return f"{path} must have dtype {want.dtype}, got {got.dtype}"
+                if got.device != want.device:
+                    return f"{path} must be on {want.device}, got {got.device}"
+            elif want.kind() != got.kind() and not (
+                isinstance(want, ScalarLeaf) and isinstance(got, ScalarLeaf) and None in (want.value, got.value)
+            ):
+                return f"{path} must be {want.kind()}, got {got.kind()}"
+        return None
+
+
+def _readable(keys: tuple[Any, ...], names: Sequence[str]) -> str:
+    """``pair['a'][0]`` for the pytree keys of a leaf of ``(args, kwargs)``."""
+    top, first, rest = keys[0].idx, keys[1], keys[2:]
+    if top == 0:
+        index = first.idx
+        root = names[index] if index < len(names) else f"args[{index}]"
+    else:
+        root = str(first.key)
+    return root + pytree.keystr(rest)
+
+
+def _kind(spec: pytree.TreeSpec) -> str:
+    if spec.is_leaf():
+        return "a value"
+    kind = spec.context if isinstance(spec.context, type) else spec.type
+    return _article(str(getattr(kind, "__name__", kind)))
+
+
+def _structure_difference(
+    got: pytree.TreeSpec, want: pytree.TreeSpec, path: str, names: Sequence[str] = ()
+) -> str | None:
+    """Where ``got`` is shaped unlike ``want``, with the path (``""`` at the root ``(args, kwargs)``,
+    whose positional arguments are called ``names``)."""
+    if not path:  # the root: positional arguments, then keyword arguments
+        args_got, kwargs_got = got.children()
+        args_want, kwargs_want = want.children()
+        if args_got.num_children != args_want.num_children:
+            return f"expected {args_want.num_children} positional arguments, got {args_got.num_children}"
+        if kwargs_got.context != kwargs_want.context:
+            missing = sorted(set(kwargs_want.context) - set(kwargs_got.context))
+            extra = sorted(set(kwargs_got.context) - set(kwargs_want.context))
+            return "keyword arguments differ: " + "; ".join(
+                part
+                for part in (
+                    f"missing {', '.join(missing)}" if missing else "",
+                    f"unexpected {', '.join(extra)}" if extra else "",
+                )
+                if part
+            )
+        pairs = [
+            (a, b, names[i] if i < len(names) else f"args[{i}]")
+            for i, (a, b) in enumerate(zip(args_got.children(), args_want.children()))
+        ]
+        pairs += [(a, b, str(k)) for k, a, b in zip(kwargs_want.context, kwargs_got.children(), kwargs_want.children())]
+        return next((d for a, b, p in pairs if (d := _structure_difference(a, b, p)) is not None), None)
+    if want.is_leaf() and got.is_leaf():
+        return None
+    if got.is_leaf() or want.is_leaf() or got.type is not want.type or got.context != want.context:
+        if not got.is_leaf() and got.type is dict and want.type is dict:
+            return f"{path} must be a dict with keys {want.context}, got keys {got.context}"
+        return f"{path} must be {_kind(want)}, got {_kind(got)}"
+    if got.num_children != want.num_children:
+        return f"{path} must have {want.num_children} elements, got {got.num_children}"
+    keys = want.context if isinstance(want.context, list) else range(want.num_children)
+    for key, a, b in zip(keys, got.children(), want.children()):
+        found = _structure_difference(a, b, f"{path}[{key!r}]")
+        if found is not None:
+            return found
+    return None
