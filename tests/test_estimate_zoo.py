@@ -65,7 +65,7 @@ def real_run(case):
     ]
     recorder = _NewStorages(captured.graph_module)
     with torch.no_grad():
-        recorder.run(*lifted, *inputs)
+        recorder.run(*lifted, *inputs.leaves())
     return recorder
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from srbench.inputs import Inputs
 from srbench.options import StaticOptions
 from srbench.static import StaticModule
 from srbench.static.passes import RewriteOutcome
@@ -28,13 +29,16 @@ def targets(module: StaticModule) -> list[str]:
     return [str(node.target) for node in module.prepared.captured.graph.nodes if node.op == "call_function"]
 
 
-def assert_matches_eager(model: nn.Module, shapes: list[tuple], options: StaticOptions = StaticOptions(), **tol):
+def assert_matches_eager(
+    model: nn.Module, shapes: list[Inputs | tuple], options: StaticOptions = StaticOptions(), **tol
+):
     module = StaticModule(model, shapes[0], options)
     runtime = module.runtime()
     for inputs in [*shapes, shapes[0]]:
+        inputs = Inputs.coerce(inputs)
         with torch.inference_mode():
-            expected = model(*inputs)
-        got = runtime(*inputs)
+            expected = inputs.call(model)
+        got = inputs.call(runtime)
         torch.testing.assert_close(got, expected, **tol)
         for mine, theirs in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(expected)):
             assert mine.stride() == theirs.stride(), "a rewrite changed the layout of a graph output"
