@@ -31,8 +31,9 @@ BUDGET_SECONDS = 0.5
 MIN_ROUNDS, MAX_ROUNDS, WARMUP = 3, 15, 2
 
 
-def keep_faster(module: StaticModule, prepared: PreparedGraph, inputs: Inputs) -> PreparedGraph:
-    """``prepared``, or its one-stream twin when that measured as fast (see the module docstring)."""
+def keep_faster(module: StaticModule, prepared: PreparedGraph, inputs: Inputs | tuple) -> PreparedGraph:
+    """``prepared``, or its one-stream twin when that measured as fast (see the module docstring);
+    ``inputs``: the example call (or a tuple of positional arguments)."""
     twin = prepared.one_stream
     if twin is None:
         return prepared
@@ -46,10 +47,10 @@ def keep_faster(module: StaticModule, prepared: PreparedGraph, inputs: Inputs) -
     )
 
 
-def _medians(module: StaticModule, candidates: tuple[PreparedGraph, ...], inputs: Inputs) -> list[float]:
+def _medians(module: StaticModule, candidates: tuple[PreparedGraph, ...], inputs: Inputs | tuple) -> list[float]:
     from srbench.static.runtime import StaticRuntime
 
-    inputs = inputs.clone()  # the caller's example inputs stay untouched
+    inputs = Inputs.coerce(inputs).clone()  # the caller's example inputs stay untouched
     calls = []
     for candidate in candidates:
         runtime = StaticRuntime(module, candidate.device)
