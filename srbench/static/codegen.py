@@ -11,6 +11,7 @@ tensors are not in the code at all: they are made once per runtime (*static view
 
 from __future__ import annotations
 
+import abc
 import enum
 import math
 import operator
@@ -118,6 +119,17 @@ class RuntimeHooks:
         }
 
 
+class PerRuntime(abc.ABC):
+    """A callable of the generated code that each runtime needs an instance of its own (a
+    control-flow op, whose instance holds the runtimes of its sub-blocks): the code writer names
+    it in :attr:`Program.per_runtime` instead of the shared globals, and each runtime binds
+    ``bind()`` under that name."""
+
+    @abc.abstractmethod
+    def bind(self) -> Callable[..., Any]:
+        """The instance one runtime calls."""
+
+
 @dataclass(frozen=True)
 class TimedNode:
     """One timing slot of the profiling variant: a node that runs code, its kind, how it runs and
@@ -151,7 +163,8 @@ class ReturnedInput:
 class Program:
     """Generated code and what it needs bound. ``shared`` globals are the same for every runtime
     (callables, constants, parameters); ``managed_globals`` names managed tensors (global name ->
-    storage id) and ``static_views`` the views each runtime makes once. ``static_nodes`` maps
+    storage id), ``static_views`` the views each runtime makes once and ``per_runtime`` the
+    callables each runtime binds an instance of its own of (:class:`PerRuntime`). ``static_nodes`` maps
     every node whose value is fixed per runtime to the global that holds it.
 
     Three functions (:class:`Entry`) are generated from one body: ``forward`` checks its inputs
@@ -174,6 +187,7 @@ class Program:
     timed: tuple[TimedNode, ...]
     streams: StreamProgram | None = None  # how the ops run on several streams, if they do
     slab: SlabLayout | None = None  # the segments a run takes and gives back (None: one storage)
+    per_runtime: Mapping[str, PerRuntime] = field(default_factory=dict)
 
     def compiled(self, name: str) -> dict[str, CodeType]:
         """The generated functions' code objects, by function name (``name`` labels tracebacks)."""
@@ -231,6 +245,7 @@ class CodeWriter:
         self.disjoint_inputs = disjoint_inputs and len(signature.tensor_leaves) > 1
         self.names = _Names()
         self.shared: dict[str, Any] = {}
+        self.per_runtime: dict[str, PerRuntime] = {}
         self._constant_names: dict[int, str] = {}
         self.expr: dict[str, str] = {}
         self.managed_globals: dict[str, str] = {}
@@ -244,7 +259,8 @@ class CodeWriter:
         name = self._constant_names.get(id(value))
         if name is None:
             name = self._constant_names[id(value)] = self.names.fresh(stem)
-            self.shared[name] = value  # kept alive here, so the id stays unique
+            # kept alive here, so the id stays unique
+            (self.per_runtime if isinstance(value, PerRuntime) else self.shared)[name] = value
         return name
 
     def render(self, value: Any) -> str:
@@ -462,6 +478,7 @@ class CodeWriter:
             timed=timed,
             streams=streams,
             slab=self.slab_layout,
+            per_runtime=dict(self.per_runtime),
         )
 
     def with_deletes(

@@ -13,6 +13,9 @@ inputs that share memory are never decomposed (their calls run the export-level 
 decomposed program that writes an input checks, on every call, that its inputs do not share
 memory. An output that is (a view of) an input the functionalized graph writes is returned as
 (that view of) the input itself, as eager returns it.
+
+Control flow (``torch.cond``, ``torch.while_loop``, ``torch.map``) runs as sub-blocks, each
+prepared on its own (:mod:`srbench.static.blocks`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import torch.fx
 from torch.export.graph_signature import InputKind, OutputKind
 
 from srbench.graph import CapturedGraph, capture
+from srbench.graph.subgraph import Subgraph, capture_subgraph
 from srbench.inputs import Inputs
 from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes, has_static_geometry
 from srbench.memory.records import TensorUsageRecord
@@ -35,6 +39,7 @@ from srbench.options import StaticOptions
 from srbench.planners import PlanResult, plan_memory
 from srbench.schedulers import Schedule
 from srbench.static import page_release
+from srbench.static.blocks import control_flow_blocks
 from srbench.static.choose import Chooser, NodePlan, RunAs, written_storages
 from srbench.static.codegen import CodeWriter, Program, ReturnedInput
 from srbench.static.errors import UnsupportedOpError
@@ -247,13 +252,18 @@ def prepare_graph(
     inputs = inputs.canonical()  # the placeholders follow the keyword arguments' name order
     signature = InputSignature.of(inputs, argument_names)
     decompose = options.decompose and not signature.shares_memory
-    captured = capture(model, inputs, name=name, decompose=decompose)
+    if isinstance(model, Subgraph):  # a control-flow op's sub-block: already captured with its model
+        captured = capture_subgraph(model, inputs, name=name)
+    else:
+        captured = capture(model, inputs, name=name, decompose=decompose)
     graph = captured.graph
     graph.eliminate_dead_code()
     values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
     rewrites = rewrite_graph(captured, model, values, options)
     if any(rewrite.outcome is RewriteOutcome.APPLIED for rewrite in rewrites):  # new constants
         values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
+    if control_flow_blocks(captured.graph_module, options, name=name, out_variants=out_variants):
+        graph.eliminate_dead_code()  # the sub-graphs' get_attr nodes: each block holds its own
     tensors = inputs.tensors()
     device = tensors[0].device if tensors else torch.device("cpu")
 

@@ -166,6 +166,7 @@ class StaticRuntime:
         managed = _slab_views(prepared.managed, layout, storages, prepared.device)
         managed.update(_views(prepared.output_arena, arena, prepared.device))
         namespace: dict[str, Any] = dict(program.shared)
+        namespace.update({name: callable_.bind() for name, callable_ in program.per_runtime.items()})
         namespace.update({name: managed[storage] for name, storage in program.managed_globals.items()})
         hooks = RuntimeHooks(
             miss=self._miss, slab=slab, times=[], token=self._token, busy=self._busy, slab_segments=tuple(storages[1:])
