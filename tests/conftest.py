@@ -43,6 +43,15 @@ def static_options(request: pytest.FixtureRequest) -> StaticOptions:
     return request.param
 
 
+@pytest.fixture(
+    params=[options for options in ALL_STATIC_OPTIONS if not options.manage_output_tensors], ids=static_options_id
+)
+def static_options_caller_owned_outputs(request: pytest.FixtureRequest) -> StaticOptions:
+    """The combinations whose outputs are the caller's (``manage_output_tensors`` off): managed
+    outputs are valid only until the runtime's next run, whichever thread makes it."""
+    return request.param
+
+
 @pytest.fixture
 def one_thread() -> Iterator[None]:
     with intra_op_threads(1):  # the machine is shared; parallel kernels only add noise
