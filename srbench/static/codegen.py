@@ -32,8 +32,8 @@ from srbench.static.calls import Call, Const
 from srbench.static.choose import NodePlan, RunAs
 from srbench.static.errors import inference_only_error
 from srbench.static.page_release import release_pages
-from srbench.static.slab_schedule import Release, SlabLayout
 from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
+from srbench.static.slab_schedule import Release, SlabLayout
 
 if TYPE_CHECKING:
     from srbench.static.stream_code import StreamProgram

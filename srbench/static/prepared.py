@@ -46,8 +46,8 @@ from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import resolve
-from srbench.static.slab_schedule import SlabLayout, slab_layout
 from srbench.static.signature import InputSignature
+from srbench.static.slab_schedule import SlabLayout, slab_layout
 from srbench.static.stream_code import StreamCodeWriter, StreamMode
 from srbench.static.streams import plan_streams
 
