@@ -91,7 +91,7 @@ def side_by_side(
     if unknown:
         raise ValueError(f"unknown runtime {unknown[0]!r} to observe; expected one of {', '.join(RUNTIMES)}")
     estimate = estimate_case(case, batch=batch, planners=[], device=device)
-    inputs = tuple(value.to(device) for value in case.example_inputs(0, batch=batch))
+    inputs = case.example_inputs(0, batch=batch).to(device)
     eager = None
     if "eager" in runtimes:
         eager = observe_eager(capture(case.model().to(device), inputs, name=case.name), inputs, device=device)
