@@ -22,7 +22,8 @@ taken from the same rounds. Per runtime, after timing:
 * **allocs**: allocations of torch's allocator during one call.
 * **faults**: minor page faults per call (``resource.getrusage``), the cost of giving memory back
   to the OS and taking it again.
-* **managed**: for srbench, the share of the graph's intermediate bytes its plan places in the slab.
+* **managed**: for srbench, the share of the bytes of the graph's intermediate results (counted per op
+  result) its plan writes into the slab.
 
 Each runtime's outputs are checked against eager's under the model's tolerance (looser for the
 runtimes that fold batch norm, as in ``suites/full.yaml``); a mismatch is reported under the table.
@@ -64,7 +65,7 @@ class RuntimeRow:
     peak_bytes: int | None
     allocations: int | None
     page_faults: float
-    managed_share: float | None = None  # srbench: managed intermediate bytes / all intermediate bytes
+    managed_share: float | None = None  # srbench: the share of intermediate results' bytes in the slab
     slab_bytes: int | None = None
     matches_eager: bool = True
 
@@ -139,9 +140,7 @@ def _srbench_plan(runtime: Any) -> tuple[float | None, int | None]:
     prepared = getattr(getattr(runtime, "module", None), "prepared", None)
     if prepared is None:
         return None, None
-    intermediate = sum(record.size for record in prepared.analysis.records)
-    share = prepared.managed_bytes / intermediate if intermediate else 1.0
-    return share, prepared.slab_bytes
+    return prepared.managed_share, prepared.slab_bytes
 
 
 def measure_model(

@@ -162,8 +162,12 @@ class Chooser:
         options: StaticOptions,
         constant_nodes: set[str],
         device: torch.device,
+        reuses: Mapping[str, str] | None = None,
     ):
+        """``reuses``: nodes that write their result over a dying input, to the input's node
+        (:mod:`srbench.static.reuse`; ``analysis`` gives them that input's storage)."""
         self.graph = graph
+        self.reuses = reuses or {}
         self.resolutions = resolutions
         self.analysis = analysis
         self.options = options
@@ -207,6 +211,9 @@ class Chooser:
         if resolution.foldable and self._foldable(node):
             self.fixed.add(node.name)
             return NodePlan(node, RunAs.CONSTANT, kind, None, constant=resolution.constant)
+        if category is Category.FUNCTIONAL and self.how.get(self.reuses.get(node.name, "")) is RunAs.OUT:
+            storage = self.analysis.storage_of[node.name]  # the input's, which dies here
+            return NodePlan(node, RunAs.OUT, kind, resolution.out, (storage,))
         if category is Category.FUNCTIONAL:
             storages = self.analysis.outputs_of.get(node.name, ())
             if (

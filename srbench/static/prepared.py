@@ -46,6 +46,7 @@ from srbench.static.errors import UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import resolve
+from srbench.static.reuse import dying_input_reuses
 from srbench.static.signature import InputSignature
 from srbench.static.slab_schedule import SlabLayout, slab_layout
 from srbench.static.stream_code import StreamCodeWriter, StreamMode
@@ -111,6 +112,25 @@ class PreparedGraph:
     def managed_bytes(self) -> int:
         managed = {tensor.storage for tensor in self.managed}
         return sum(record.size for record in self.analysis.records if record.id in managed)
+
+    @property
+    def managed_share(self) -> float:
+        """Of the bytes the ops produce as intermediates (results, not views, that no graph
+        output is), the share written into the slab. Counted per result, not per storage: a
+        result written over its dying input (:mod:`srbench.static.reuse`) counts as its own."""
+        intermediate = {record.id for record in self.analysis.records}
+        managed = produced = 0
+        for plan in self.plans:
+            if plan.how not in (RunAs.OUT, RunAs.FALLBACK, RunAs.OUT_FRESH):
+                continue
+            meta = plan.node.meta.get("val")
+            values = list(meta) if isinstance(meta, (list, tuple)) else [meta]
+            for storage, value in zip(plan.result_storages, values):
+                if storage in intermediate and isinstance(value, torch.Tensor) and has_static_geometry(value):
+                    nbytes = value.numel() * value.element_size()
+                    produced += nbytes
+                    managed += nbytes if plan.how is RunAs.OUT else 0
+        return managed / produced if produced else 1.0
 
     def count(self, how: RunAs) -> int:
         return sum(1 for plan in self.plans if plan.how is how)
@@ -277,6 +297,10 @@ def prepare_graph(
     analysis = analyze_lifetimes(graph, aliases=aliases) if aliases else schema_analysis
 
     plans = Chooser(captured.graph, resolutions, analysis, options, constant_nodes, device).plans()
+    reuses = dying_input_reuses(graph, plans, analysis) if options.streams == 1 else {}
+    if reuses:  # planned again with each such result in its input's storage
+        analysis = analyze_lifetimes(graph, aliases={**aliases, **reuses})
+        plans = Chooser(captured.graph, resolutions, analysis, options, constant_nodes, device, reuses).plans()
     managed_ids = {s for p in plans if p.how is RunAs.OUT for s in p.result_storages}
     slab_records = [r for r in analysis.records if r.id in managed_ids]
     arena_records = [r for r in analysis.output_records if r.id in managed_ids]

@@ -83,7 +83,7 @@ _SKIPPED = {"aten::_assert_tensor_metadata"}
 TIME_ONLY_BELOW = 1e-3
 # An out variant this many times slower than the fallback is timed again before the chooser sees it.
 CONFIRM_SLOWER = 1.25
-_REGISTERED = "registered "
+REGISTERED_LABEL = "registered "  # how the label of a user-registered out variant starts
 # Arguments an ``.out`` overload may lack: the out tensor already carries them.
 _TENSOR_OPTIONS = {"dtype", "layout", "device", "pin_memory"}
 # ATen ops whose result is allocated and left as the memory was (no tag says so; ``empty``'s
@@ -484,7 +484,7 @@ class Resolver:
                 else "no candidate matched"
             )
             raise UnsupportedOpError(kind, node.name, f"no out variant found, and {reason}")
-        registered = [call for call, _ in outs if call.label.startswith(_REGISTERED)]
+        registered = [call for call, _ in outs if call.label.startswith(REGISTERED_LABEL)]
         out_call: Call | None
         if registered:  # the user's choice is taken as is, not raced against the others
             out_call, out_seconds = registered[0], None
@@ -556,7 +556,7 @@ class Resolver:
         calls = []
         registered = self.out_variants.get(op)
         if registered is not None:
-            calls.append(Call(f"{_REGISTERED}{op_kind(op)}", registered, node.args, dict(node.kwargs), out="out"))
+            calls.append(Call(f"{REGISTERED_LABEL}{op_kind(op)}", registered, node.args, dict(node.kwargs), out="out"))
         calls += self._rewrites(node, op, out=True)
         binding = function_binding(op)
         if binding is not None:
@@ -663,13 +663,13 @@ class Resolver:
                 problem = "it did not write into the out tensor it was given (it resized or replaced it)"
             elif reference is not None:
                 problem = _disagreement(
-                    _results(node, buffers), reference, check.for_candidate(call.label.startswith(_REGISTERED))
+                    _results(node, buffers), reference, check.for_candidate(call.label.startswith(REGISTERED_LABEL))
                 )
             else:
                 problem = None
             if problem is None:
                 working.append((call, buffers))
-            elif call.label.startswith(_REGISTERED):
+            elif call.label.startswith(REGISTERED_LABEL):
                 name = getattr(call.fn, "__qualname__", repr(call.fn))
                 warnings.warn(
                     f"registered out variant {name} for {op_kind(op)} (node {node.name!r}) is not used: "
