@@ -60,9 +60,10 @@ class Funnel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = torch.tanh(x)
-        b = torch.sigmoid(a)
-        c = a * b
-        t = torch.tanh(c.sum(0))
+        b = torch.sigmoid(x)
+        c = a * b  # written over a (srbench.static.reuse); a and b die here
+        s = c.sum(0)  # the default planner puts the small ones below b's bytes: a cut there
+        t = torch.tanh(s) * s
         return torch.outer(t, t)
 
 

@@ -24,7 +24,7 @@ import operator
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.fx
@@ -214,6 +214,19 @@ def _managed_tensors(
     return tuple(tensors)
 
 
+_Writer = TypeVar("_Writer", bound=CodeWriter)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """How every node runs, and the lifetimes and slab and arena records that follows from."""
+
+    analysis: LifetimeAnalysis
+    plans: tuple[NodePlan, ...]
+    slab_records: tuple[TensorUsageRecord, ...]
+    arena_records: tuple[TensorUsageRecord, ...]
+
+
 def _plan(records: Sequence[TensorUsageRecord], planner: str) -> PlanResult | None:
     return plan_memory(records, planner) if records else None
 
@@ -296,25 +309,33 @@ def prepare_graph(
     aliases = {node: r.aliases for node, r in resolutions.items() if r.aliases}
     analysis = analyze_lifetimes(graph, aliases=aliases) if aliases else schema_analysis
 
-    plans = Chooser(captured.graph, resolutions, analysis, options, constant_nodes, device).plans()
-    reuses = dying_input_reuses(graph, plans, analysis) if options.streams == 1 else {}
-    if reuses:  # planned again with each such result in its input's storage
-        analysis = analyze_lifetimes(graph, aliases={**aliases, **reuses})
-        plans = Chooser(captured.graph, resolutions, analysis, options, constant_nodes, device, reuses).plans()
-    managed_ids = {s for p in plans if p.how is RunAs.OUT for s in p.result_storages}
-    slab_records = [r for r in analysis.records if r.id in managed_ids]
-    arena_records = [r for r in analysis.output_records if r.id in managed_ids]
+    def choose(reuse: bool) -> _Choice:
+        """How every node runs; with ``reuse``, elementwise results written over dying inputs
+        (one stream only: see :mod:`srbench.static.reuse`)."""
+        chosen = analysis
+        plans = Chooser(graph, resolutions, chosen, options, constant_nodes, device).plans()
+        reuses = dying_input_reuses(graph, plans, chosen) if reuse else {}
+        if reuses:  # planned again with each such result in its input's storage
+            chosen = analyze_lifetimes(graph, aliases={**aliases, **reuses})
+            plans = Chooser(graph, resolutions, chosen, options, constant_nodes, device, reuses).plans()
+        managed_ids = {s for p in plans if p.how is RunAs.OUT for s in p.result_storages}
+        return _Choice(
+            chosen,
+            tuple(plans),
+            tuple(r for r in chosen.records if r.id in managed_ids),
+            tuple(r for r in chosen.output_records if r.id in managed_ids),
+        )
 
     out_spec = captured.exported.call_spec.out_spec
     returned_inputs = _returned_inputs(graph, mutations, user_inputs, analysis)
     # a functionalized graph that writes an input is exact only for inputs not sharing memory
     disjoint_inputs = any(target in user_inputs for target in mutations.values())
 
-    def writer_of(cls: type[CodeWriter]) -> CodeWriter:
+    def writer_of(cls: type[_Writer], choice: _Choice) -> _Writer:
         constants = {n: v for n, v in values.items() if n in constant_nodes}
         return cls(
             graph,
-            plans,
+            choice.plans,
             user_inputs,
             constants,
             out_spec,
@@ -327,27 +348,29 @@ def prepare_graph(
     def cleanup_of(plan: PlanResult | None) -> int | None:
         return plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
 
-    def slab_cleanup(plan: PlanResult | None, bodies: list[tuple[str, list[str]]]) -> SlabLayout | None:
+    def slab_cleanup(
+        choice: _Choice, plan: PlanResult | None, bodies: list[tuple[str, list[str]]]
+    ) -> SlabLayout | None:
         if not options.cleanup_activations or plan is None:
             return None
         steps = [node.name for node in graph.nodes]
         runs_code = frozenset(name for name, _ in bodies)
         lazy = page_release.supported(device)
-        return slab_layout(steps, slab_records, plan.plan.offsets, plan.plan.total_bytes, runs_code, lazy)
+        return slab_layout(steps, choice.slab_records, plan.plan.offsets, plan.plan.total_bytes, runs_code, lazy)
 
     def prepared_with(
-        plan: PlanResult | None, output_plan: PlanResult | None, program: Program, **streams: Any
+        choice: _Choice, plan: PlanResult | None, output_plan: PlanResult | None, program: Program, **streams: Any
     ) -> PreparedGraph:
         return PreparedGraph(
             signature=signature,
             input_names=tuple(user_inputs),
             captured=captured,
-            analysis=analysis,
-            plans=tuple(plans),
+            analysis=choice.analysis,
+            plans=choice.plans,
             plan=plan,
-            managed=_managed_tensors(plans, slab_records, plan),
+            managed=_managed_tensors(choice.plans, choice.slab_records, plan),
             output_plan=output_plan,
-            output_arena=_managed_tensors(plans, arena_records, output_plan),
+            output_arena=_managed_tensors(choice.plans, choice.arena_records, output_plan),
             program=program,
             device=device,
             seconds=time.perf_counter() - start,
@@ -355,27 +378,33 @@ def prepare_graph(
             **streams,
         )
 
-    def one_stream(program_writer: CodeWriter, bodies: list[tuple[str, list[str]]], **streams: Any) -> PreparedGraph:
-        plan, output_plan = _plan(slab_records, options.planner), _plan(arena_records, options.planner)
-        return prepared_with(plan, output_plan, program_writer.assemble(bodies, slab_cleanup(plan, bodies)), **streams)
+    def one_stream(choice: _Choice, **streams: Any) -> PreparedGraph:
+        writer = writer_of(CodeWriter, choice)
+        bodies = writer.node_bodies()
+        plan, output_plan = _plan(choice.slab_records, options.planner), _plan(choice.arena_records, options.planner)
+        program = writer.assemble(bodies, slab_cleanup(choice, plan, bodies))
+        return prepared_with(choice, plan, output_plan, program, **streams)
 
-    writer = writer_of(StreamCodeWriter if options.streams > 1 else CodeWriter)
+    single = choose(reuse=True)
+    if options.streams == 1:
+        return one_stream(single)
+    multi = choose(reuse=False)
+    writer = writer_of(StreamCodeWriter, multi)
     bodies = writer.node_bodies()
-    if options.streams == 1 or not isinstance(writer, StreamCodeWriter):
-        return one_stream(writer, bodies)
     ops = [op for op, _ in bodies]
-    streams = plan_streams(graph, analysis, ops, plans, resolutions, options, device, slab_records, arena_records)
+    streams = plan_streams(
+        graph, multi.analysis, ops, multi.plans, resolutions, options, device, multi.slab_records, multi.arena_records
+    )
     schedule = streams.schedule
     if schedule.num_streams == 1:  # the scheduler keeps one stream: the one-stream program
-        return one_stream(writer, bodies, schedule=schedule)
+        return one_stream(single, schedule=schedule)
     if schedule.tentative and written & (set(user_inputs) | constant_nodes):
         # a run writes the model's inputs or buffers: it is not run again at prepare time to
         # measure the estimate, and an unmeasured gain is not taken
-        return one_stream(writer, bodies, schedule=schedule)
+        return one_stream(single, schedule=schedule)
     mode = StreamMode.for_device(device)
     alternative = None
     if schedule.tentative and mode is StreamMode.THREADS:  # measured against it at prepare time
-        plain = writer_of(CodeWriter)
-        alternative = one_stream(plain, plain.node_bodies(), schedule=schedule)
+        alternative = one_stream(single, schedule=schedule)
     program = writer.assemble_streams(bodies, schedule, mode, cleanup_of(streams.plan))
-    return prepared_with(streams.plan, streams.output_plan, program, schedule=schedule, one_stream=alternative)
+    return prepared_with(multi, streams.plan, streams.output_plan, program, schedule=schedule, one_stream=alternative)
