@@ -268,6 +268,7 @@ def test_with_cleanup_the_slab_is_given_back_before_a_large_tail_allocates():
     runtime = module.runtime()
     runtime(x)
     slab, output = module.prepared.slab_bytes, 32 * 4096 * 4
-    assert slab >= 2 * 32 * 64 * 4
+    assert slab >= 32 * 64 * 4  # the ReLU and the add write over the linear's result (srbench.static.reuse)
     peak = observe_allocations(lambda: runtime(x)).peak_bytes
-    assert peak < slab + output, "the slab was still held while the output was allocated"
+    head_input = 32 * 64 * 4  # the layer norm's result, allocated by the op, read by the head
+    assert peak < slab + head_input + output, "the slab was still held while the output was allocated"
