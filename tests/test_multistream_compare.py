@@ -12,7 +12,8 @@ import torch
 from srbench.compare.streams import latency_gains, stream_bytes, streams_table
 from srbench.graph import capture
 from srbench.memory.lifetimes import analyze_lifetimes
-from srbench.schedulers.costs import CostModel, measured_parallelism, with_measured_machine
+from srbench.schedulers import costs
+from srbench.schedulers.costs import CostModel, measured_parallelism, parallelism, with_measured_machine
 
 
 def test_bytes_on_several_streams_against_one(two_branch_model):
@@ -72,9 +73,21 @@ def test_bad_stream_counts_are_a_usage_error(value):
     assert "expected stream counts of 2 or more" in done.stderr
 
 
-def test_the_machine_is_measured_for_the_scheduler():
-    assert 1.0 <= measured_parallelism(2) <= 2.0
-    measured = with_measured_machine(CostModel(wait_seconds=0.0, stream_seconds=0.0), 2)
-    assert measured.wait_seconds > 0 and measured.stream_seconds > 0
-    assert 1.0 <= measured.cores <= 2.0
-    assert measured.contention_seconds >= 0.0
+@pytest.mark.parametrize(
+    ("alone", "together", "expected"),
+    [(1.0, 1.0, 2.0), (1.0, 1.25, 1.6), (1.0, 2.0, 1.0), (1.0, 4.0, 1.0), (1.0, 0.5, 2.0)],
+    ids=["at-once", "partly", "in-turn", "worse-than-in-turn", "faster-than-possible"],
+)
+def test_parallelism_is_work_done_at_once_between_one_thread_and_all(alone, together, expected):
+    assert parallelism(2, alone, together) == pytest.approx(expected)
+
+
+def test_the_machine_is_measured_for_the_scheduler(monkeypatch):
+    assert measured_parallelism(1) == 1.0  # one thread: nothing to measure
+    monkeypatch.setattr(costs, "measured_parallelism", lambda threads: 1.37)
+    monkeypatch.setattr(costs, "measured_contention", lambda: 4e-6)
+    monkeypatch.setattr(costs, "handoff_seconds", lambda rounds: 3e-6)
+    measured = with_measured_machine(CostModel(wait_seconds=0.0, stream_seconds=1e-5), 2)
+    assert measured.cores == 1.37 and measured.contention_seconds == 4e-6
+    assert measured.wait_seconds == 6e-6  # at least a hand-off there and back
+    assert measured.stream_seconds == 1e-5  # the model's own figure where it is larger

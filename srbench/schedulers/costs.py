@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -180,15 +181,28 @@ def measured_contention(ops: int = 200, trials: int = 3) -> float:
         start = time.perf_counter()
         chain(2 * ops, outs[0])
         alone = time.perf_counter() - start
-        workers = [threading.Thread(target=chain, args=(ops, out)) for out in outs]
-        start = time.perf_counter()
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        together = time.perf_counter() - start
+        together = _seconds_on_threads(chain, [(ops, out) for out in outs])
         penalties.append(max(0.0, (together - alone) / (2 * ops)))
     return statistics.median(penalties)
+
+
+def _seconds_on_threads(target: Callable[..., None], arguments: Sequence[tuple]) -> float:
+    """Wall-clock seconds for one thread per entry of ``arguments``, each running ``target``
+    on it, all started together, to finish."""
+    workers = [threading.Thread(target=target, args=args) for args in arguments]
+    start = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return time.perf_counter() - start
+
+
+def parallelism(threads: int, alone: float, together: float) -> float:
+    """Threads' worth of work done at once, from the seconds one thread took for one share
+    (``alone``) and ``threads`` threads for one share each (``together``): between 1 (they took
+    turns, or worse) and ``threads`` (all at once; faster than that is noise)."""
+    return min(max(threads * alone / together, 1.0), float(threads))
 
 
 def measured_parallelism(threads: int, trials: int = 3) -> float:
@@ -214,17 +228,10 @@ def measured_parallelism(threads: int, trials: int = 3) -> float:
             start = time.perf_counter()
             work(0)
             alone = time.perf_counter() - start
-            workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-            start = time.perf_counter()
-            for worker in workers:
-                worker.start()
-            for worker in workers:
-                worker.join()
-            together = time.perf_counter() - start
-            best = max(best, threads * alone / together)
+            best = max(best, parallelism(threads, alone, _seconds_on_threads(work, [(i,) for i in range(threads)])))
     finally:
         torch.set_num_threads(previous)
-    return min(best, float(threads))
+    return best
 
 
 def handoff_seconds(rounds: int = 2000) -> float:
