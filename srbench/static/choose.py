@@ -78,17 +78,12 @@ SLOWER_KERNEL = 3.0
 
 def written_storages(graph: torch.fx.Graph, analysis: LifetimeAnalysis) -> set[str]:
     """Storages some op of the graph writes in place."""
-    written: set[str] = set()
-    for node in graph.nodes:
-        target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) or not target._schema.is_mutable:
-            continue
-        written.update(
-            analysis.storage_of[argument.name]
-            for argument in written_arguments(node)
-            if argument.name in analysis.storage_of
-        )
-    return written
+    return {
+        analysis.storage_of[argument.name]
+        for node in graph.nodes
+        for argument in written_arguments(node)
+        if argument.name in analysis.storage_of
+    }
 
 
 def _geometry(value: Any) -> tuple:
