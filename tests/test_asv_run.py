@@ -32,7 +32,7 @@ import pytest
 
 from srbench.asv_tracking.nightly import NightlyOptions, publish
 from srbench.asv_tracking.offline_html import OfflineAssetError, vendor_dir
-from srbench.asv_tracking.staging import staged_config, staged_results
+from srbench.asv_tracking.staging import staged_results
 from srbench.asv_tracking.tracked_metrics import TRACKED_METRICS
 from srbench.suites import load_suite
 
@@ -142,8 +142,7 @@ def asv_run(tmp_path_factory) -> Iterator[tuple[AsvProject, subprocess.Completed
     project = AsvProject(root, temporary_config(root), environ)
     machine = project.asv("machine", "--yes", "--machine", MACHINE)
     assert machine.returncode == 0, machine.stderr
-    with staged_results(root / "results") as staged:  # as the nightly runs asv
-        config = staged_config(project.config, staged)
+    with staged_results(project.config) as config:  # as the nightly runs asv
         run = project.asv(
             "run",
             "--python=same",

@@ -16,9 +16,8 @@ import pytest
 
 from srbench.asv_tracking import tracked_metrics
 from srbench.asv_tracking.nightly import baseline_and_newest, commits_to_measure
-from srbench.asv_tracking.offline_html import CDN_ASSETS, OfflineAssetError, rewrite_page
-from srbench.asv_tracking.regressions import load_config
-from srbench.asv_tracking.staging import replace_directory, staged_config, staged_results
+from srbench.asv_tracking.offline_html import LOCAL_PATHS, OfflineAssetError, rewrite_page
+from srbench.asv_tracking.staging import load_config, staged_results
 from srbench.asv_tracking.suite_selection import selected_cases
 from srbench.asv_tracking.tracked_metrics import (
     OP_TIME_BUCKETS,
@@ -149,11 +148,14 @@ def test_op_time_buckets_fold_what_takes_under_2_percent_into_other():
 
 
 def test_a_file_asv_left_half_written_keeps_its_previous_version_and_finished_ones_land(tmp_path, capsys):
+    config = tmp_path / "asv.conf.json"
+    config.write_text(json.dumps({"version": 1, "repo": ".", "results_dir": "results"}))
     results = tmp_path / "results"
     (results / "machine").mkdir(parents=True)
     (results / "machine" / "old.json").write_text('{"old": 1}')
     (results / "benchmarks.json").write_text('{"b": 1}')
-    with pytest.raises(KeyboardInterrupt), staged_results(results) as staged:
+    with pytest.raises(KeyboardInterrupt), staged_results(config) as staged_config:
+        staged = Path(load_config(staged_config).results_dir)
         assert json.loads((staged / "machine" / "old.json").read_text()) == {"old": 1}  # asv sees earlier results
         (staged / "machine" / "new.json").write_text('{"new": 1}')
         (staged / "benchmarks.json").write_text('{"b": ')  # asv interrupted while writing it
@@ -164,26 +166,16 @@ def test_a_file_asv_left_half_written_keeps_its_previous_version_and_finished_on
     assert "benchmarks.json" in capsys.readouterr().err
 
 
-def test_the_staged_configuration_only_moves_the_results_and_asv_is_not_patched(tmp_path):
+def test_the_staged_configuration_only_moves_the_results_and_asv_is_not_patched():
     import asv.util
 
-    staged = tmp_path / "results"
-    conf = load_config(staged_config(REPO_ROOT / "asv.conf.json", staged))
     shipped = load_config(REPO_ROOT / "asv.conf.json")
-    assert conf.results_dir == str(staged)
+    with staged_results(REPO_ROOT / "asv.conf.json") as staged_config:
+        conf = load_config(staged_config)
+        assert conf.results_dir == str(staged_config.parent / "results") != shipped.results_dir
     assert (conf.repo, conf.benchmark_dir, conf.env_dir) == (shipped.repo, shipped.benchmark_dir, shipped.env_dir)
     assert conf.plugins == [] and shipped.plugins == []
     assert asv.util.write_json.__module__ == "asv.util"
-
-
-def test_a_new_site_replaces_the_old_one_whole(tmp_path):
-    (tmp_path / "html").mkdir()
-    (tmp_path / "html" / "old.html").write_text("old")
-    (tmp_path / "staging" / "new").mkdir(parents=True)
-    (tmp_path / "staging" / "new" / "index.html").write_text("new")
-    replace_directory(tmp_path / "staging" / "new", tmp_path / "html")
-    assert [p.name for p in (tmp_path / "html").iterdir()] == ["index.html"]
-    assert list((tmp_path / "staging").iterdir()) == []
 
 
 def test_nightly_help_is_plain_text(capsys):
@@ -198,12 +190,10 @@ def test_nightly_help_is_plain_text(capsys):
 
 
 def test_every_cdn_tag_of_asvs_page_gets_a_local_copy_and_loses_its_cdn_attributes():
-    page = (ASV_WWW / "index.html").read_text()
-    local = {asset.url: asset.local_path for asset in CDN_ASSETS}
-    offline = rewrite_page(page, local)
+    offline = rewrite_page((ASV_WWW / "index.html").read_text())
     assert "https://cdn" not in offline and "code.jquery.com" not in offline
     assert "integrity=" not in offline
-    for path in local.values():
+    for path in LOCAL_PATHS.values():
         assert f'"{path}"' in offline
     assert 'href="https://github.com/airspeed-velocity/asv/"' in offline  # links are left alone
 
@@ -211,7 +201,7 @@ def test_every_cdn_tag_of_asvs_page_gets_a_local_copy_and_loses_its_cdn_attribut
 def test_a_cdn_file_without_local_copy_is_an_error_naming_it():
     page = '<script src="https://cdn.example.org/new-lib.min.js"></script>'
     with pytest.raises(OfflineAssetError, match=r"new-lib\.min\.js"):
-        rewrite_page(page, {})
+        rewrite_page(page)
 
 
 # --- which suites and commits ------------------------------------------------------------------
@@ -322,11 +312,10 @@ def measured_pair(tmp_path, monkeypatch):
     (tmp_path / ".asv-machine.json").write_text(json.dumps({"synthetic": {"machine": "synthetic"}, "version": 1}))
 
     def run(before_values: dict[str, list], after_values: dict[str, list], factor: str = "1.2") -> int:
-        from srbench.asv_tracking.nightly import NightlyOptions, environment_names
-        from srbench.asv_tracking.regressions import load_config
+        from srbench.asv_tracking.nightly import NightlyOptions, environments
 
         conf = load_config(config)
-        env_name = environment_names(NightlyOptions(config=config))[0]
+        env_name = environments(NightlyOptions(config=config))[0].name
         _write_results(conf, "synthetic", env_name, before, before_values)
         _write_results(conf, "synthetic", env_name, after, after_values)
         return srbench_main(

@@ -1,8 +1,5 @@
-"""How a benchmark module gives asv a benchmark's settings (``unit``, ``timeout``).
-
-asv reads them from attributes of the benchmark's function; setting them with a decorator (rather
-than ``function.unit = ...`` after the definition) keeps the benchmark modules type-checked.
-"""
+"""A decorator setting asv's attributes (``unit``, ``timeout``) on a benchmark function: asv reads
+them from the function, and setting them after the definition would not type-check."""
 
 from __future__ import annotations
 
@@ -13,8 +10,6 @@ Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 def asv_attributes(**attributes: object) -> Callable[[Function], Function]:
-    """A decorator setting asv's ``attributes`` on a benchmark function."""
-
     def decorate(function: Function) -> Function:
         function.__dict__.update(attributes)
         return function

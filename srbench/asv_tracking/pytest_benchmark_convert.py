@@ -9,7 +9,7 @@ defines, filed under the commit pytest-benchmark recorded, in an asv environment
 (``peakmem_run``, a whole-process measure, has no pytest counterpart.)
 
 Run as ``python -m srbench.asv_tracking.pytest_benchmark_convert FILE [--config asv.conf.json]
-[--machine NAME]``.
+[--machine NAME] [--commit HASH] [--allow-dirty]``.
 """
 
 from __future__ import annotations
@@ -24,11 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from srbench.asv_tracking.regressions import load_config
-from srbench.asv_tracking.staging import staged_results
+from srbench.asv_tracking.staging import load_config, staged_results
 from srbench.asv_tracking.tracked_metrics import OP_TIME_BUCKETS, TRACKED_METRICS, op_time_buckets
-
-MODULE = "suites_asv"
 
 
 class ConversionError(ValueError):
@@ -40,66 +37,47 @@ def read_pytest_benchmark(path: Path) -> tuple[dict[str, Any], list[dict[str, An
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         entries = [entry for entry in data["benchmarks"] if "srbench_case" in (entry.get("extra_info") or {})]
+        no_median = [entry["name"] for entry in entries if "median" not in (entry.get("stats") or {})]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        raise ConversionError(f"{path}: not pytest-benchmark JSON with a 'benchmarks' list ({error})") from error
-    if not entries:
-        raise ConversionError(
-            f"{path}: no srbench case (extra_info.srbench_case); was it `pytest suites/ --benchmark`?"
-        )
-    for entry in entries:
-        if "median" not in (entry.get("stats") or {}):
-            raise ConversionError(f"{path}: {entry.get('name')} has no stats.median")
+        raise ConversionError(f"{path}: not pytest-benchmark JSON with a 'benchmarks' list ({error!r})") from error
+    if not entries or no_median:
+        problem = f"{no_median[0]} has no stats.median" if no_median else "no srbench case (extra_info.srbench_case)"
+        raise ConversionError(f"{path}: {problem}; was it `pytest suites/ --benchmark`?")
     return data.get("commit_info") or {}, entries
-
-
-def _number(value: Any) -> float:
-    return math.nan if value is None else float(value)
 
 
 def asv_entries(entries: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], list[float], list[Any]]]:
     """(asv benchmark description, values in asv's flattened parameter order, samples) per benchmark."""
-    ids = [str(entry["extra_info"]["srbench_case"]) for entry in entries]
+    ids = [repr(str(entry["extra_info"]["srbench_case"])) for entry in entries]
     extra = [entry["extra_info"] for entry in entries]
+    stats = [entry["stats"] for entry in entries]
 
-    def benchmark(name: str, kind: str, unit: str, params: list[list[str]]) -> dict[str, Any]:
+    def benchmark(
+        name: str, unit: str, params: list[list[str]], values: list[Any], samples: list[Any] | None = None
+    ) -> tuple[dict[str, Any], list[float], list[Any]]:
+        kind = "time" if ".time_" in name else "track"
         names = ["case", "node_kind"][: len(params)]
-        quoted = [[repr(value) for value in axis] for axis in params]
-        return {
-            "name": f"{MODULE}.{name}",
-            "type": kind,
-            "unit": unit,
-            "params": quoted,
-            "param_names": names,
-            "version": None,
-        }
+        description = {"name": f"suites_asv.{name}", "type": kind, "unit": unit, "params": params, "version": None}
+        numbers = [math.nan if value is None else float(value) for value in values]  # NaN: n/a in asv
+        return {**description, "param_names": names}, numbers, samples or [None] * len(numbers)
 
-    times = [float(entry["stats"]["median"]) for entry in entries]
-    samples = [entry["stats"].get("data") or None for entry in entries]
-    result = [(benchmark("EndToEnd.time_run", "time", "seconds", [ids]), times, samples)]
-    for metric in TRACKED_METRICS:
-        values = [_number(info.get(metric.key)) for info in extra]
-        result.append(
-            (benchmark(f"Memory.track_{metric.name}", "track", metric.unit, [ids]), values, [None] * len(ids))
-        )
     profiles = [{kind: ms / 1000.0 for kind, ms in (info.get("op_profile_ms") or {}).items()} for info in extra]
-    buckets = [op_time_buckets(profile) for profile in profiles]
-    op_times = [_number(seconds.get(bucket)) for seconds in buckets for bucket in OP_TIME_BUCKETS]
-    op_description = benchmark("OpTime.track_op_time", "track", "seconds", [ids, OP_TIME_BUCKETS])
-    result.append((op_description, op_times, [None] * len(op_times)))
-    return result
-
-
-def _merge_benchmarks_json(path: Path, descriptions: Sequence[dict[str, Any]]) -> None:
-    """Add the converted benchmarks to ``benchmarks.json``, widening parameter lists as needed."""
-    from asv import util
-
-    existing = util.load_json(str(path), api_version=2) if path.is_file() else {}
-    existing.pop("version", None)
-    for description in descriptions:
-        current = existing.setdefault(description["name"], description)
-        for axis, values in zip(current["params"], description["params"]):
-            axis.extend(value for value in values if value not in axis)
-    util.write_json(str(path), existing, api_version=2)
+    seconds = [op_time_buckets(profile) for profile in profiles]
+    return [
+        benchmark(
+            "EndToEnd.time_run", "seconds", [ids], [s["median"] for s in stats], [s.get("data") or None for s in stats]
+        ),
+        *(
+            benchmark(f"Memory.track_{m.name}", m.unit, [ids], [info.get(m.key) for info in extra])
+            for m in TRACKED_METRICS
+        ),
+        benchmark(
+            "OpTime.track_op_time",
+            "seconds",
+            [ids, [repr(b) for b in OP_TIME_BUCKETS]],
+            [s.get(b) for s in seconds for b in OP_TIME_BUCKETS],
+        ),
+    ]
 
 
 def convert(
@@ -117,7 +95,6 @@ def convert(
         raise ConversionError(f"{pytest_json}: no commit_info.id; pass the commit explicitly")
     if commit_info.get("dirty") and not allow_dirty:
         raise ConversionError(f"{pytest_json}: measured on a working tree with uncommitted changes (commit_info.dirty)")
-    results_dir = Path(load_config(config).results_dir)
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     env_name = f"pytest-benchmark-py{python}"
     timestamp = commit_info.get("time")  # the commit's date, which asv's graphs are ordered by
@@ -126,20 +103,29 @@ def convert(
         {"machine": machine, "python": python}, {}, commit, util.datetime_to_js_timestamp(when), python, env_name, {}
     )
     converted = asv_entries(entries)
-    with staged_results(results_dir) as staged:
+    with staged_results(config) as staged_config:
+        staged = str(load_config(staged_config).results_dir)
         machine_info = dict(MachineCollection.load(machine), machine=machine)
-        util.write_json(str(staged / machine / "machine.json"), machine_info, api_version=1)
-        if (staged / machine / f"{commit[:8]}-{env_name}.json").is_file():
-            results.load_data(str(staged))
+        util.write_json(f"{staged}/{machine}/machine.json", machine_info, api_version=1)
+        results.load_data(staged)  # earlier conversions of the same commit
         for description, values, samples in converted:
             numbers = [1 if sample else None for sample in samples]  # with samples, asv computes its statistics
             outcome = BenchmarkResult(
                 result=values, samples=samples, number=numbers, errcode=0, stderr="", profile=None
             )
             results.add_result(description, outcome, record_samples=True)
-        results.save(str(staged))
-        _merge_benchmarks_json(staged / "benchmarks.json", [description for description, _, _ in converted])
-    return results_dir / machine / f"{commit[:8]}-{env_name}.json"
+        results.save(staged)
+        # asv run rewrites benchmarks.json with what it ran: add the converted benchmarks, widening parameter lists
+        path = Path(staged) / "benchmarks.json"
+        benchmarks = util.load_json(str(path), api_version=2) if path.is_file() else {}
+        benchmarks.pop("version", None)
+        for description, _, _ in converted:
+            for axis, values in zip(
+                benchmarks.setdefault(description["name"], description)["params"], description["params"]
+            ):
+                axis.extend(value for value in values if value not in axis)
+        util.write_json(str(path), benchmarks, api_version=2)
+    return Path(load_config(config).results_dir) / machine / f"{commit[:8]}-{env_name}.json"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 ``asv compare`` prints the table but always exits 0, and ``asv continuous`` times both commits
 again; the nightly already has both results. So this calls the function behind ``asv compare``
-(``Compare.print_table``), which applies ``--factor`` and, where samples allow, asv's statistical
+(``Compare.print_table``), which applies the factor and, where samples allow, asv's statistical
 test, counts a benchmark that newly fails as worse, and returns whether anything got worse. Every
 srbench benchmark is lower-is-better (seconds, bytes, ratio to the lower bound, allocations).
 """
@@ -14,7 +14,8 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from srbench.asv_tracking.staging import load_config
 
 DEFAULT_FACTOR = 1.1
 
@@ -25,61 +26,32 @@ class ComparisonError(RuntimeError):
 
 @dataclass(frozen=True)
 class Comparison:
-    before: str
-    after: str
-    factor: float
     worsened: bool
     improved: bool
     table: str  # asv's table of the benchmarks that changed
 
 
-CONFIG_PATHS = ("repo", "results_dir", "html_dir", "benchmark_dir", "env_dir")
-
-
-def load_config(config_path: Path) -> Any:
-    """asv's configuration object for ``config_path``, its folders made absolute.
-
-    asv resolves them against the working directory (it expects to run where the file is);
-    resolving them against the file's folder lets the nightly and the tests run from anywhere.
-    """
-    from asv.config import Config
-
-    config_path = Path(config_path).absolute()
-    conf = Config.load(str(config_path))
-    for name in CONFIG_PATHS:
-        setattr(conf, name, str(config_path.parent / getattr(conf, name)))
-    return conf
-
-
 def compare_commits(
-    config_path: Path,
-    before: str,
-    after: str,
-    *,
-    machine: str,
-    factor: float = DEFAULT_FACTOR,
-    env_names: Sequence[str] | None = None,
+    config: Path, before: str, after: str, *, machine: str, factor: float, env_names: Sequence[str] | None = None
 ) -> Comparison:
     """Compare the results of commit ``after`` with those of ``before`` on ``machine`` (and, when
-    given, only in the asv environments ``env_names``)."""
+    given, only in the asv environments ``env_names``); ``factor`` is a ratio above 1."""
     from asv import util
     from asv.commands.compare import Compare
 
-    if factor <= 1.0:
-        raise ValueError(f"factor must be greater than 1 (a ratio such as 1.1 for 10%), got {factor}")
     output = io.StringIO()
     try:
         with contextlib.redirect_stdout(output):
             worsened, improved = Compare.print_table(
-                load_config(config_path),
+                load_config(config),
                 before,
                 after,
                 factor=factor,
                 split=True,
                 only_changed=True,
                 machine=machine,
-                env_names=list(env_names) if env_names is not None else None,
+                env_names=None if env_names is None else list(env_names),
             )
     except util.UserError as error:
         raise ComparisonError(f"cannot compare {before} with {after} on machine {machine!r}: {error}") from error
-    return Comparison(before, after, factor, bool(worsened), bool(improved), output.getvalue())
+    return Comparison(bool(worsened), bool(improved), output.getvalue())

@@ -1,84 +1,73 @@
-"""asv's results and site written whole or not at all, without changing asv.
+"""asv's configuration read from anywhere, and its results written whole, without changing asv.
 
 asv writes its JSON files in place (open, truncate, stream), so a run killed mid-write leaves half
-a file, on which every later ``asv publish`` or ``asv compare`` fails; and ``asv publish`` deletes
-the site before writing the new one. asv has no setting for either, and patching its functions
-would tie srbench to asv's internals. So srbench lets asv write into private copies:
-:func:`staged_results` hands asv a copy of the results folder and afterwards moves each file asv
-finished (it reads back as JSON) into the real folder with an atomic rename (``srbench.fileio``);
-a file asv was writing when it stopped is left out, and the real folder keeps its previous
-version. :func:`replace_directory` swaps a freshly published site in with two renames.
+a file on which every later ``asv publish`` or ``asv compare`` fails, and asv has no setting for
+that; patching its functions would tie srbench to asv's internals. So :func:`staged_results` lets
+asv write into a private copy of the results and then copies each file asv finished (it reads
+back as JSON) into the real folder with an atomic rename (``srbench.fileio``); a file asv was
+writing when it stopped keeps its previous version.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from srbench.fileio import atomic_path
 
+CONFIG_PATHS = ("repo", "results_dir", "html_dir", "benchmark_dir", "env_dir")
+
+
+def load_config(config: Path) -> Any:
+    """asv's configuration object for ``config`` with its folders absolute: asv resolves them
+    against the working directory, these against the file's folder, so that it runs from anywhere."""
+    from asv.config import Config
+
+    config = Path(config).absolute()
+    conf = Config.load(str(config))
+    for name in CONFIG_PATHS:
+        setattr(conf, name, str(config.parent / getattr(conf, name)))
+    return conf
+
 
 @contextlib.contextmanager
-def staged_results(results_dir: Path) -> Iterator[Path]:
-    """Yield a private copy of ``results_dir``; on leaving (after an error or Ctrl-C too), the
-    whole JSON files written there replace those of ``results_dir``."""
-    with tempfile.TemporaryDirectory(prefix="srbench-asv-") as staging:
-        staged = Path(staging) / "results"
-        if results_dir.is_dir():
-            shutil.copytree(results_dir, staged)
-        staged.mkdir(exist_ok=True)
-        try:
-            yield staged
-        finally:
-            commit_results(staged, results_dir)
-
-
-def commit_results(staged: Path, results_dir: Path) -> list[Path]:
-    """Move every whole JSON file of ``staged`` that differs from its copy in ``results_dir``
-    there, atomically; return the files replaced."""
-    replaced = []
-    for source in sorted(staged.rglob("*.json")):
-        target = results_dir / source.relative_to(staged)
-        data = source.read_bytes()
-        if target.is_file() and target.read_bytes() == data:
-            continue
-        try:
-            json.loads(data)
-        except ValueError:
-            print(f"warning: asv left {target.name} unfinished; {target} keeps its previous version", file=sys.stderr)
-            continue
-        with atomic_path(target) as temporary:
-            temporary.write_bytes(data)
-        replaced.append(target)
-    return replaced
-
-
-def staged_config(config: Path, results_dir: Path) -> Path:
-    """A copy of the asv configuration ``config`` (beside ``results_dir``) that writes its results
-    to ``results_dir``; its other folders are made absolute, as asv reads them from where it runs."""
+def staged_results(config: Path) -> Iterator[Path]:
+    """Yield a copy of the asv configuration ``config`` that writes into a copy of its results
+    folder (``results`` beside it); on leaving (after an error or Ctrl-C too), the whole JSON
+    files that changed there replace those of the configured folder."""
     from asv import util
 
-    from srbench.asv_tracking.regressions import CONFIG_PATHS, load_config
+    conf = load_config(config)
+    with tempfile.TemporaryDirectory(prefix="srbench-asv-") as folder:
+        staged = Path(folder) / "results"
+        staged.mkdir()
+        if Path(conf.results_dir).is_dir():
+            shutil.copytree(conf.results_dir, staged, dirs_exist_ok=True)
+        settings = util.load_json(str(config), js_comments=True)
+        settings.update({name: getattr(conf, name) for name in CONFIG_PATHS}, results_dir=str(staged))
+        (staged.parent / "asv.conf.json").write_text(json.dumps(settings, indent=1), encoding="utf-8")
+        try:
+            yield staged.parent / "asv.conf.json"
+        finally:
+            shutil.copytree(staged, conf.results_dir, copy_function=_copy_if_whole, dirs_exist_ok=True)
 
-    absolute = load_config(config)
-    settings = util.load_json(str(config), js_comments=True)
-    settings.update({name: getattr(absolute, name) for name in CONFIG_PATHS}, results_dir=str(results_dir))
-    staged = results_dir.parent / "asv.conf.json"
-    staged.write_text(json.dumps(settings, indent=1), encoding="utf-8")
-    return staged
 
-
-def replace_directory(new: Path, target: Path) -> None:
-    """Put folder ``new`` at ``target`` (same file system), removing the old one: readers see the
-    old folder or the new one, except between two renames."""
-    old = new.parent / f".{new.name}.old"
-    if target.exists():
-        os.replace(target, old)
-    os.replace(new, target)
-    shutil.rmtree(old, ignore_errors=True)
+def _copy_if_whole(source: str, target: str) -> None:
+    """``shutil.copytree``'s copy function: ``source`` replaces ``target`` atomically if it differs
+    and reads as JSON; a file asv left unfinished is skipped with a warning."""
+    data = Path(source).read_bytes()
+    if Path(target).is_file() and Path(target).read_bytes() == data:
+        return
+    try:
+        json.loads(data)
+    except ValueError:
+        print(f"warning: asv left {Path(target).name} unfinished; {target} keeps its previous version", file=sys.stderr)
+        return
+    with atomic_path(target) as temporary:
+        temporary.write_bytes(data)

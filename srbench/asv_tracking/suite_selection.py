@@ -22,32 +22,26 @@ CASES_VARIABLE = "SRBENCH_ASV_CASES"
 
 
 def suite_path(entry: str, suites_dir: Path) -> Path:
-    """The file of one entry of ``SRBENCH_ASV_SUITES``: a suite name (``quick``) or a path."""
-    path = Path(entry)
-    if path.suffix not in (".yaml", ".yml"):
-        path = suites_dir / f"{entry}.yaml"
-    elif not path.is_absolute() and not path.exists():
-        path = suites_dir.parent / path
+    """The file of one entry of ``SRBENCH_ASV_SUITES``: a suite name (``quick``), or a path (a
+    relative one from the repository's root too, as asv runs the benchmarks elsewhere)."""
+    path = Path(entry) if entry.endswith((".yaml", ".yml")) else suites_dir / f"{entry}.yaml"
+    path = path if path.is_file() else suites_dir.parent / path
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in suites_dir.glob("*.yaml"))) or "(no suites found)"
-        raise SuiteError(path, SUITES_VARIABLE, f"no such suite file; expected a path or one of {known}")
+        raise SuiteError(Path(entry), SUITES_VARIABLE, f"no such suite file; expected a path or one of {known}")
     return path
 
 
 def selected_cases(suites_dir: Path, environ: Mapping[str, str] = os.environ) -> dict[str, CaseSpec]:
     """The tracked cases by id, in suite order (a case in two suites counts once); none for ``none``."""
     entries = [entry.strip() for entry in (environ.get(SUITES_VARIABLE) or "quick").split(",") if entry.strip()]
-    if entries == ["none"]:
-        return {}
     try:
         keep = re.compile(environ.get(CASES_VARIABLE) or "")
     except re.error as error:
         raise SuiteError(suites_dir, CASES_VARIABLE, f"not a valid regular expression ({error})") from error
-    cases: dict[str, CaseSpec] = {}
-    for path in [suite_path(entry, suites_dir) for entry in entries]:
-        for case in load_suite(path).cases:
-            if keep.search(case.id):
-                cases.setdefault(case.id, case)
-    if not cases:
+    if entries == ["none"]:
+        return {}
+    cases = {case.id: case for entry in entries for case in load_suite(suite_path(entry, suites_dir)).cases}
+    if not (kept := {id_: case for id_, case in cases.items() if keep.search(id_)}):
         raise SuiteError(suites_dir, SUITES_VARIABLE, f"the suites {entries} have no case matching {CASES_VARIABLE}")
-    return cases
+    return kept

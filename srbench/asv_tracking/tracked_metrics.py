@@ -1,23 +1,19 @@
 """What asv tracks for one suite case, and how it is measured (with ``srbench.measure``, as pytest does).
 
-**Adding a tracked number** is one line in :data:`TRACKED_METRICS`: its asv name, its unit and the
-key it has in a case's record, which is ``MemoryReport.to_json()`` (the same keys the pytest
-plugin stores in pytest-benchmark's ``extra_info``). ``benchmarks/suites_asv.py`` makes it the
-benchmark ``Memory.track_<name>``, and ``pytest_benchmark_convert`` files pytest-benchmark's
-``extra_info[key]`` under that name. A number the record lacks is "n/a" in asv.
-
-**Per-op time** is tracked per *bucket* of node kinds (:data:`NODE_KIND_BUCKETS`), not per kind:
-asv must know every parameter when it imports the benchmarks, before anything is measured, and
-the kinds differ between runtimes for the same work (eager's profiler sees
-``mkldnn_convolution`` where srbench runs ``conv2d``), so a fixed set of buckets is both known in
-advance and comparable across runtimes. A bucket under :data:`MIN_OP_SHARE` of a case's operator
-time is counted in ``other``, as its microseconds mostly measure noise; ``total`` is the sum.
+A tracked number is one line of :data:`TRACKED_METRICS` (``benchmarks/suites_asv.py`` makes it
+``Memory.track_<name>``; ``pytest_benchmark_convert`` reads pytest-benchmark's ``extra_info[key]``).
+Per-op time is tracked per fixed *bucket* of node kinds (:data:`NODE_KIND_BUCKETS`), not per kind:
+asv must know every parameter before anything is measured, and the kinds differ between runtimes
+for the same work (eager's ``mkldnn_convolution`` is srbench's ``conv2d``). A bucket under
+:data:`MIN_OP_SHARE` of a case's operator time is counted in ``other``: its microseconds mostly
+measure noise.
 """
 
 from __future__ import annotations
 
 import re
 import traceback
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +25,7 @@ from srbench.suites import CaseSpec
 class TrackedMetric:
     name: str  # the asv benchmark is Memory.track_<name>
     unit: str
-    key: str  # in the case's record (MemoryReport.to_json(), pytest-benchmark's extra_info)
+    key: str  # in a case's record: MemoryReport.to_json(), pytest-benchmark's extra_info (n/a if absent)
 
 
 TRACKED_METRICS = (
@@ -76,14 +72,12 @@ def bucket_of(node_kind: str) -> str:
 def op_time_buckets(seconds_by_kind: Mapping[str, float]) -> dict[str, float]:
     """Seconds per call by bucket: those with at least ``MIN_OP_SHARE`` of the total, ``other``, ``total``
     (none for an empty profile)."""
-    if not seconds_by_kind:
-        return {}
-    sums: dict[str, float] = {}
+    sums: defaultdict[str, float] = defaultdict(float)
     for kind, seconds in seconds_by_kind.items():
-        sums[bucket_of(kind)] = sums.get(bucket_of(kind), 0.0) + seconds
+        sums[bucket_of(kind)] += seconds
     total = sum(sums.values())
     tracked = {bucket: s for bucket, s in sums.items() if bucket != OTHER and total and s >= MIN_OP_SHARE * total}
-    return {**tracked, OTHER: total - sum(tracked.values()), TOTAL: total}
+    return {**tracked, OTHER: total - sum(tracked.values()), TOTAL: total} if sums else {}
 
 
 class NotApplicable(NotImplementedError):
