@@ -73,7 +73,12 @@ class StaticOptions:
     region's result on the example inputs within ``rewrite_rtol``/``rewrite_atol``. ``streams``: how
     many streams (CPU threads, or CUDA streams) independent ops may run on at once; ``scheduler``: a
     name registered under ``srbench.schedulers``, which spreads the ops over at most that many
-    streams (and may keep them on one where concurrency does not pay).
+    streams (and may keep them on one where concurrency does not pay). ``measure_choices``: the
+    prepare-time choices whose speed depends on the model and the machine (the rewrites, a
+    tentative multistream program) are timed on the example inputs against the program without them,
+    and kept only where they are not clearly slower (:mod:`srbench.static.rewrite_choice`,
+    :mod:`srbench.static.stream_choice`); off, they are kept as proposed, so a program does not
+    depend on the timing (tests of the rewrites themselves, or memory before speed).
     """
 
     planner: str = _option(
@@ -166,6 +171,15 @@ class StaticOptions:
             schema={"type": "string", "minLength": 1},
             id_part=lambda value: None if value == DEFAULT_SCHEDULER else str(value),
             plugins=SCHEDULERS,
+        ),
+    )
+    measure_choices: bool = _option(
+        True,
+        OptionInfo(
+            axis="measure_choices",
+            help="keep rewrites and several streams only where they measure faster at prepare time",
+            schema=_BOOLEAN,
+            id_part=lambda value: None if value else "unmeasured",
         ),
     )
 

@@ -374,7 +374,7 @@ def test_the_faster_program_is_kept(monkeypatch, medians, kept_streams):
     from srbench.static import stream_choice
 
     module, prepared, x = _with_twin()
-    monkeypatch.setattr(stream_choice, "_medians", lambda module, candidates, inputs: list(medians))
+    monkeypatch.setattr(stream_choice, "interleaved_medians", lambda module, candidates, inputs: list(medians))
     kept = stream_choice.keep_faster(module, prepared, (x,))
     assert kept.streams_used == kept_streams and kept.one_stream is None
     assert kept.schedule.notes["measured_seconds"] == {1: medians[1], 2: medians[0]}

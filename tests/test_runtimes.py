@@ -90,6 +90,7 @@ def test_only_srbench_reads_the_static_options():
         "rewrite_atol",
         "streams",
         "scheduler",
+        "measure_choices",
     }
     for name in ("eager", "torchscript", "static_runtime", "compile", "onnxruntime"):
         assert get_runtime(name).honours == ()

@@ -1,6 +1,12 @@
 """Prepare-time rewrites: eager's fused transformer layers restored, convolutions folded and fused,
 each checked against eager on two shapes; a rewrite that changes results beyond the tolerance, or
-that the fused kernel cannot honour, is refused with the reason and the graph keeps its ops."""
+that the fused kernel cannot honour, is refused with the reason and the graph keeps its ops; rewrites
+whose program measures slower are not used.
+
+Most tests here check what a rewrite does, so they prepare with ``measure_choices=False``
+(:data:`AS_PROPOSED`): whether a rewritten program runs faster than the plain one on these small
+models depends on the machine at the time, which :mod:`srbench.static.rewrite_choice`'s own tests
+take out of the picture."""
 
 from __future__ import annotations
 
@@ -29,9 +35,10 @@ def targets(module: StaticModule) -> list[str]:
     return [str(node.target) for node in module.prepared.captured.graph.nodes if node.op == "call_function"]
 
 
-def assert_matches_eager(
-    model: nn.Module, shapes: list[Inputs | tuple], options: StaticOptions = StaticOptions(), **tol
-):
+AS_PROPOSED = StaticOptions(measure_choices=False)
+
+
+def assert_matches_eager(model: nn.Module, shapes: list[Inputs | tuple], options: StaticOptions = AS_PROPOSED, **tol):
     module = StaticModule(model, shapes[0], options)
     runtime = module.runtime()
     for inputs in [*shapes, shapes[0]]:
@@ -148,7 +155,7 @@ class ConvNet(nn.Module):
 def test_convolutions_are_folded_fused_and_planned():
     model = ConvNet()
     shapes = [(torch.randn(1, 3, 32, 32),), (torch.randn(2, 3, 24, 24),)]
-    module = StaticModule(model, shapes[0])
+    module = StaticModule(model, shapes[0], AS_PROPOSED)
     runtime = module.runtime()
     for inputs in [*shapes, shapes[0]]:
         with torch.inference_mode():
@@ -169,7 +176,7 @@ def test_convolutions_are_folded_fused_and_planned():
 def test_a_rewrite_beyond_the_tolerance_is_refused_with_the_reason_and_not_used():
     model = ConvNet()
     x = torch.randn(1, 3, 32, 32)
-    tight = StaticOptions(rewrite_rtol=1e-12, rewrite_atol=1e-12)
+    tight = StaticOptions(rewrite_rtol=1e-12, rewrite_atol=1e-12, measure_choices=False)
     module = assert_matches_eager(model, [(x,)], tight, rtol=1e-5, atol=1e-5)
     reasons = [r.reason for r in refused(module)]
     assert reasons and all("changes the result by up to" in reason for reason in reasons)
@@ -272,3 +279,73 @@ def test_with_cleanup_the_slab_is_given_back_before_a_large_tail_allocates():
     peak = observe_allocations(lambda: runtime(x)).peak_bytes
     head_input = 32 * 64 * 4  # the layer norm's result, allocated by the op, read by the head
     assert peak < slab + head_input + output, "the slab was still held while the output was allocated"
+
+
+# -- rewrites are kept only where their program is not clearly slower (srbench.static.rewrite_choice)
+
+
+def _measured_as(monkeypatch, with_rewrites: float, without: float) -> list[tuple]:
+    """Make every prepare-time comparison answer these medians (seconds); the calls are recorded."""
+    from srbench.static import rewrite_choice
+
+    calls: list[tuple] = []
+
+    def medians(module, candidates, inputs):
+        calls.append(candidates)
+        return [with_rewrites, without]
+
+    monkeypatch.setattr(rewrite_choice, "interleaved_medians", medians)
+    return calls
+
+
+@mkldnn
+@pytest.mark.parametrize(("with_rewrites", "without", "kept"), [(1.0, 2.0, True), (1.04, 1.0, True), (1.2, 1.0, False)])
+def test_rewrites_are_dropped_only_when_measured_clearly_slower(monkeypatch, with_rewrites, without, kept):
+    calls = _measured_as(monkeypatch, with_rewrites, without)
+    x = torch.randn(1, 3, 32, 32)
+    module = assert_matches_eager(ConvNet(), [(x,)], StaticOptions(), rtol=1e-4, atol=1e-4)
+    assert len(calls) == 1, "the rewritten and the plain program are measured once, side by side"
+    rewritten, plain = calls[0]
+    assert "mkldnn._convolution_pointwise.default" in {str(p.target) for p in rewritten.captured.graph.nodes}
+    assert not plain.rewrites and "aten.conv2d.default" in {str(p.target) for p in plain.captured.graph.nodes}
+    outcomes = {r.outcome for r in module.prepared.rewrites}
+    if kept:
+        assert outcomes == {RewriteOutcome.APPLIED} and "aten.conv2d.default" not in targets(module)
+    else:
+        assert outcomes == {RewriteOutcome.SLOWER} and len(module.prepared.rewrites) == 4
+        assert "aten.batch_norm.default" in targets(module), "the program without the rewrites runs"
+        assert all(
+            f"measured {with_rewrites * 1e3:.3g} ms, without them {without * 1e3:.3g} ms" in r.reason
+            for r in module.prepared.rewrites
+        )
+        table = module.runtime().profile((x,), iterations=2, warmup=0).table()
+        assert "prepare-time rewrites: 0 applied, 0 refused, 4 not used (slower)" in table
+
+
+@mkldnn
+@pytest.mark.parametrize(
+    "options",
+    [
+        StaticOptions(measure_choices=False),
+        StaticOptions(rewrite_rtol=1e-12, rewrite_atol=1e-12),  # every rewrite refused: nothing to measure
+        StaticOptions(rewrite=False),
+    ],
+)
+def test_nothing_is_measured_when_no_rewrite_is_proposed_or_measuring_is_off(monkeypatch, options):
+    calls = _measured_as(monkeypatch, 2.0, 1.0)
+    assert_matches_eager(ConvNet(), [(torch.randn(1, 3, 32, 32),)], options, rtol=1e-4, atol=1e-4)
+    assert not calls
+
+
+@mkldnn
+def test_a_real_measurement_keeps_or_drops_the_rewrites_with_results_equal_to_eager():
+    """Whichever program the timing picks on this machine, it computes what eager does, and a
+    dropped rewrite says both timings."""
+    x = torch.randn(1, 3, 32, 32)
+    module = assert_matches_eager(
+        ConvNet(), [(x,), (torch.randn(2, 3, 24, 24),)], StaticOptions(), rtol=1e-4, atol=1e-4
+    )
+    outcomes = {r.outcome for r in module.prepared.rewrites}
+    assert outcomes in ({RewriteOutcome.APPLIED}, {RewriteOutcome.SLOWER})
+    if outcomes == {RewriteOutcome.SLOWER}:
+        assert all("ms, without them" in r.reason for r in module.prepared.rewrites)

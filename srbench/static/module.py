@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from types import CodeType
 
 import torch
@@ -14,6 +15,7 @@ from srbench.planners import get_planner
 from srbench.static.errors import InputSignatureError
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
 from srbench.static.prepared import PreparedGraph, prepare_graph
+from srbench.static.rewrite_choice import keep_faster_rewrites
 from srbench.static.runtime import StaticRuntime
 from srbench.static.signature import InputSignature, positional_names
 from srbench.static.stream_choice import keep_faster
@@ -71,15 +73,23 @@ class StaticModule:
         return InputSignature.of(inputs, self.argument_names)
 
     def _prepare(self, inputs: Inputs, signature: InputSignature) -> PreparedGraph:
-        prepared = prepare_graph(
-            self.model,
-            inputs,
-            self.options,
-            name=self.name,
-            out_variants=self.out_variants,
-            argument_names=self.argument_names,
-        )
-        prepared = keep_faster(self, prepared, inputs)  # several streams only where measured faster
+        def prepared_under(options: StaticOptions) -> PreparedGraph:
+            return prepare_graph(
+                self.model,
+                inputs,
+                options,
+                name=self.name,
+                out_variants=self.out_variants,
+                argument_names=self.argument_names,
+            )
+
+        prepared = prepared_under(self.options)
+        if self.options.measure_choices:  # rewrites, then several streams, only where measured faster
+            without_rewrites = replace(self.options, rewrite=False)
+            prepared = keep_faster_rewrites(self, prepared, lambda: prepared_under(without_rewrites), inputs)
+            prepared = keep_faster(self, prepared, inputs)
+        else:
+            prepared = replace(prepared, one_stream=None)
         self._code[signature.key] = prepared.program.compiled(self.name)
         self._prepared[signature.key] = prepared
         return prepared

@@ -174,8 +174,10 @@ class OpProfile:
 
     def rewrites_table(self) -> str:
         """Each prepare-time rewrite: which node's region, what runs instead, or why not."""
-        applied = [r for r in self.rewrites if r.outcome is RewriteOutcome.APPLIED]
-        refused = [r for r in self.rewrites if r.outcome is RewriteOutcome.REFUSED]
+        applied, refused, slower = (
+            [r for r in self.rewrites if r.outcome is outcome]
+            for outcome in (RewriteOutcome.APPLIED, RewriteOutcome.REFUSED, RewriteOutcome.SLOWER)
+        )
         rows = [
             (
                 r.node,
@@ -184,9 +186,11 @@ class OpProfile:
                 r.outcome.value,
                 r.reason or f"max |difference| {r.max_difference:.3g}",
             )
-            for r in (*refused, *applied)
+            for r in (*refused, *slower, *applied)
         ]
         title = f"prepare-time rewrites: {len(applied)} applied, {len(refused)} refused"
+        if slower:
+            title += f", {len(slower)} not used (slower)"
         return title + "\n" + aligned_table(("node", "pass", "replacement", "outcome", "reason"), rows)
 
 

@@ -12,13 +12,12 @@ medians are added to the kept program's schedule notes.
 
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from srbench.inputs import Inputs
 from srbench.static.prepared import PreparedGraph
+from srbench.static.timing import interleaved_medians
 
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
@@ -26,9 +25,6 @@ if TYPE_CHECKING:
 # Several streams must be this much faster than one to be kept (a measurement at prepare time
 # is noisy; concurrency that does not clearly pay is not worth its threads and memory).
 MARGIN = 0.05
-# How long the comparison may take, and how many rounds it needs at least and at most.
-BUDGET_SECONDS = 0.5
-MIN_ROUNDS, MAX_ROUNDS, WARMUP = 3, 15, 2
 
 
 def keep_faster(module: StaticModule, prepared: PreparedGraph, inputs: Inputs | tuple) -> PreparedGraph:
@@ -38,32 +34,10 @@ def keep_faster(module: StaticModule, prepared: PreparedGraph, inputs: Inputs | 
     if twin is None:
         return prepared
     several = replace(prepared, one_stream=None)
-    medians = _medians(module, (several, twin), inputs)
+    medians = interleaved_medians(module, (several, twin), inputs)
     faster = several if medians[0] < (1 - MARGIN) * medians[1] else twin
     assert faster.schedule is not None
     measured = {1: medians[1], several.streams_used: medians[0]}
     return replace(
         faster, schedule=replace(faster.schedule, notes={**faster.schedule.notes, "measured_seconds": measured})
     )
-
-
-def _medians(module: StaticModule, candidates: tuple[PreparedGraph, ...], inputs: Inputs | tuple) -> list[float]:
-    from srbench.static.runtime import StaticRuntime
-
-    inputs = Inputs.coerce(inputs).clone()  # the caller's example inputs stay untouched
-    calls = []
-    for candidate in candidates:
-        runtime = StaticRuntime(module, candidate.device)
-        bound = runtime._bind(candidate, candidate.program.compiled(module.name))
-        calls.append(bound.forward_unchecked)
-    samples: list[list[float]] = [[] for _ in calls]
-    deadline = time.perf_counter() + BUDGET_SECONDS
-    for round_ in range(-WARMUP, MAX_ROUNDS):
-        if round_ >= MIN_ROUNDS and time.perf_counter() > deadline:
-            break
-        for index in range(len(calls)) if round_ % 2 else reversed(range(len(calls))):
-            start = time.perf_counter()
-            inputs.call(calls[index])
-            if round_ >= 0:
-                samples[index].append(time.perf_counter() - start)
-    return [statistics.median(values) for values in samples]

@@ -22,7 +22,8 @@ from torch.utils import _pytree as pytree
 
 class RewriteOutcome(enum.Enum):
     APPLIED = "applied"
-    REFUSED = "refused"
+    REFUSED = "refused"  # changes the result beyond the tolerance, or recognised but not rewritable
+    SLOWER = "slower"  # within the tolerance, but the rewritten program measured slower: not used
 
 
 @dataclass(frozen=True)

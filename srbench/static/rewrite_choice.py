@@ -1,0 +1,65 @@
+"""Prepare-time rewrites are kept only where the rewritten program is not clearly slower, measured.
+
+A rewrite is checked for its result when it is made (:mod:`srbench.static.passes`), but whether
+it pays depends on shapes: a oneDNN convolution computes channels-last, so a graph whose input
+is read by several convolutions, or whose results are concatenated in eager's layout, pays a
+reorder each time, and on an inception-style block the fused program ran 1.11-1.14x eager's time
+where the program without rewrites ran 0.95x. No rule over the graph predicts that reliably, so
+the program with the rewrites and the one without are both prepared and timed on the example
+inputs (:func:`~srbench.static.timing.interleaved_medians`). The rewrites stay unless their
+program is at least :data:`MARGIN` slower: they also save memory (a batch norm folded away is an
+intermediate less), and a smaller difference is within what a prepare-time measurement on a
+shared machine can tell apart. They are kept or dropped together, not one by one: each subset
+would need its own program, and rewrites interact (a reorder one saves another may need).
+Dropped rewrites stay on the program as :attr:`~RewriteOutcome.SLOWER`, with both timings, for
+``srbench profile``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from srbench.inputs import Inputs
+from srbench.static.passes import RewriteOutcome
+from srbench.static.prepared import PreparedGraph
+from srbench.static.timing import interleaved_medians
+
+if TYPE_CHECKING:
+    from srbench.static.module import StaticModule
+
+# The rewritten program is dropped only when it measures this much slower than the one without.
+MARGIN = 0.05
+
+
+def keep_faster_rewrites(
+    module: StaticModule,
+    rewritten: PreparedGraph,
+    without_rewrites: Callable[[], PreparedGraph],
+    inputs: Inputs | tuple,
+) -> PreparedGraph:
+    """``rewritten``, or the program ``without_rewrites()`` prepares when ``rewritten`` measured
+    clearly slower on ``inputs`` (see the module docstring); nothing is measured (or prepared
+    again) when no rewrite applied."""
+    if not any(rewrite.outcome is RewriteOutcome.APPLIED for rewrite in rewritten.rewrites):
+        return rewritten
+    plain = without_rewrites()
+    with_ms, without_ms = (
+        seconds * 1e3 for seconds in interleaved_medians(module, (_one_stream(rewritten), _one_stream(plain)), inputs)
+    )
+    if with_ms <= (1 + MARGIN) * without_ms:
+        return rewritten
+    reason = f"with the rewrites the program measured {with_ms:.3g} ms, without them {without_ms:.3g} ms"
+    dropped = tuple(
+        replace(rewrite, outcome=RewriteOutcome.SLOWER, reason=reason)
+        if rewrite.outcome is RewriteOutcome.APPLIED
+        else rewrite
+        for rewrite in rewritten.rewrites
+    )
+    return replace(plain, rewrites=dropped)
+
+
+def _one_stream(prepared: PreparedGraph) -> PreparedGraph:
+    """What runs on one stream: a tentative multistream program's twin (streams are chosen after)."""
+    return prepared.one_stream if prepared.one_stream is not None else prepared
