@@ -3,6 +3,5 @@
 One job per module: ``suite_selection`` (which suite cases asv tracks), ``tracked_metrics`` (what
 is tracked per case, and measuring it), ``staging`` (asv's results written whole or not at all),
 ``offline_html`` (the published page without CDNs), ``regressions`` (asv's own comparison, as an
-exit status), ``pytest_benchmark_convert`` (pytest-benchmark JSON into asv results) and
-``nightly`` (the loop a scheduler runs). The benchmarks themselves are ``benchmarks/suites_asv.py``.
+exit status) and ``nightly`` (the loop a scheduler runs). The benchmarks are ``benchmarks/suites_asv.py``.
 """

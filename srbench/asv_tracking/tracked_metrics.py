@@ -1,7 +1,7 @@
 """What asv tracks for one suite case, and how it is measured (with ``srbench.measure``, as pytest does).
 
 A tracked number is one line of :data:`TRACKED_METRICS` (``benchmarks/suites_asv.py`` makes it
-``Memory.track_<name>``; ``pytest_benchmark_convert`` reads pytest-benchmark's ``extra_info[key]``).
+``Memory.track_<name>``).
 Per-op time is tracked per fixed *bucket* of node kinds (:data:`NODE_KIND_BUCKETS`), not per kind:
 asv must know every parameter before anything is measured, and the kinds differ between runtimes
 for the same work (eager's ``mkldnn_convolution`` is srbench's ``conv2d``). A bucket under
@@ -25,7 +25,7 @@ from srbench.suites import CaseSpec
 class TrackedMetric:
     name: str  # the asv benchmark is Memory.track_<name>
     unit: str
-    key: str  # in a case's record: MemoryReport.to_json(), pytest-benchmark's extra_info (n/a if absent)
+    key: str  # in a case's record, MemoryReport.to_json() (n/a if absent)
 
 
 TRACKED_METRICS = (
