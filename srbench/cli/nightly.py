@@ -74,8 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from srbench.asv_tracking.nightly import NightlyOptions, NightlyStatus, run_nightly
-    from srbench.asv_tracking.regressions import DEFAULT_FACTOR
+    from srbench.asv_tracking.nightly import DEFAULT_FACTOR, NightlyOptions, NightlyStatus, run_nightly
 
     if not args.config.is_file():
         print_error("nightly", f"no asv configuration at {args.config}")
