@@ -18,7 +18,7 @@ As asv benchmarks (``benchmark_dir`` is this folder) every figure is a ``track_`
 once in ``setup_cache``. Run directly for the table (50 instances x up to 10 s: up to 9 minutes)::
 
     .venv/bin/python benchmarks/hard_instances.py [--count 50] [--first-seed 0] [--time-limit 10]
-        [--minimalloc] [--wall] [--json out.json]
+        [--minimalloc] [--minimise] [--wall] [--json out.json]
 """
 
 from __future__ import annotations
@@ -97,12 +97,17 @@ def _timed(clock: Clock, plan: Callable[[], MemoryPlan]) -> tuple[MemoryPlan, fl
     return result, clock.read() - started
 
 
-def solve(instance: HardInstance, time_limit: float = TIME_LIMIT, clock: Clock = Clock.CPU) -> Outcome:
+def solve(
+    instance: HardInstance, time_limit: float = TIME_LIMIT, clock: Clock = Clock.CPU, told_capacity: bool = True
+) -> Outcome:
+    """Plan ``instance``; ``told_capacity``: exact is asked its capacity (else it minimises)."""
     records = list(instance.records)
     greedy, greedy_seconds = _timed(clock, lambda: greedy_by_size.plan(records, alignment=ALIGNMENT))
     best, best_seconds = _timed(clock, lambda: best_heuristic.plan(records, alignment=ALIGNMENT))
+    capacity = instance.capacity if told_capacity else None
     searched, exact_seconds = _timed(
-        clock, lambda: exact.plan(records, alignment=ALIGNMENT, time_limit=time_limit, clock=clock.read)
+        clock,
+        lambda: exact.plan(records, alignment=ALIGNMENT, time_limit=time_limit, capacity=capacity, clock=clock.read),
     )
     return Outcome(
         instance=instance.name,
@@ -232,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first generated instance")
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="exact's limit per instance (s)")
     parser.add_argument("--minimalloc", action="store_true", help="also MiniMalloc's published A-K")
+    parser.add_argument("--minimise", action="store_true", help="exact minimises, not told the capacity")
     parser.add_argument("--wall", action="store_true", help="wall-clock time instead of this process's CPU time")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write every figure to FILE")
     args = parser.parse_args(argv)
@@ -240,14 +246,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     instances = (published() if args.minimalloc else []) + generated(args.count, args.first_seed)
     outcomes = []
     for instance in instances:
-        outcomes.append(solve(instance, args.time_limit, clock))
+        outcomes.append(solve(instance, args.time_limit, clock, told_capacity=not args.minimise))
         o = outcomes[-1]
         print(f"{o.instance}: {_seconds(o.seconds_to_capacity, args.time_limit)}", flush=True)
     print(report(outcomes, args.time_limit, clock))
     if args.json:
         from srbench.fileio import atomic_write_text
 
-        document = {"time_limit": args.time_limit, "clock": clock.value, "outcomes": [asdict(o) for o in outcomes]}
+        document = {
+            "time_limit": args.time_limit,
+            "clock": clock.value,
+            "told_capacity": not args.minimise,
+            "outcomes": [asdict(o) for o in outcomes],
+        }
         atomic_write_text(args.json, json.dumps(document, indent=2) + "\n")
     return 0
 

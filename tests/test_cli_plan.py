@@ -112,6 +112,28 @@ def test_plans_records_from_a_minimalloc_csv(capsys, tmp_path):
     }
 
 
+def test_capacity_reaches_the_searching_planner_only(capsys, tmp_path):
+    """``--capacity`` asks exact the decision question; planners that do not search are not
+    given it. Best plans these 576 bytes (the optimum is 448): 600 is met at once."""
+    records = [
+        TensorUsageRecord("t0", 2, 4, 128),
+        TensorUsageRecord("t1", 3, 3, 256),
+        TensorUsageRecord("t2", 4, 6, 128),
+        TensorUsageRecord("t3", 1, 2, 192),
+        TensorUsageRecord("t4", 3, 5, 64),
+        TensorUsageRecord("t5", 5, 7, 256),
+    ]
+    path = tmp_path / "trap.csv"
+    write_records(records, path)
+    argv = ["--records", str(path), "--planners", "exact,greedy_by_size", "--alignment", "64", "--capacity", "600"]
+    status, document, _ = run_json(capsys, *argv)
+    assert status == 0
+    notes = {row["planner"]: row["notes"] for row in document["sources"][0]["plans"]}
+    assert notes["exact"]["capacity"] == 600 and notes["exact"]["capacity_met"]
+    assert notes["exact"]["stopped"] == "capacity met"
+    assert "capacity" not in notes["greedy_by_size"]
+
+
 @pytest.mark.parametrize("spelling", ["one flag", "repeated flag", "both"])
 def test_several_record_files(capsys, tmp_path, spelling):
     paths = []
@@ -229,7 +251,9 @@ def test_nothing_to_plan_is_an_error(capsys):
     assert "nothing to plan" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [["--batch", "0"], ["--time-limit", "-1"], ["--planners", ","]])
+@pytest.mark.parametrize(
+    "argv", [["--batch", "0"], ["--time-limit", "-1"], ["--planners", ","], ["--capacity", "0"], ["--capacity", "1.5"]]
+)
 def test_bad_option_values_are_rejected(capsys, argv):
     with pytest.raises(SystemExit) as exit_info:
         main(["plan", "--model", "mlp", *argv])

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from srbench.memory.instances import hard_instance
 from srbench.memory.minimalloc_csv import read_records
 from srbench.memory.records import TensorUsageRecord as R
 from srbench.memory.records import lower_bound, validate_plan
@@ -20,7 +21,9 @@ from srbench.planners._exact_search import (
     EXHAUSTED,
     FOUND,
     PREORDERINGS,
+    START_ORDERS,
     SearchState,
+    _schedulable,
     build_partition,
     time_groups,
 )
@@ -106,12 +109,44 @@ def test_the_search_decides_like_brute_force_with_alignment_and_shared_lifetimes
             part = build_partition(group, first, last, size)
             optimum = skyline_optimum([records[index] for index in group], alignment=4)
             for capacity in range(max(optimum - 4, part.lower_bound), optimum + 1):
-                for order in PREORDERINGS:
+                for order in PREORDERINGS + START_ORDERS:
                     scale = None if jitter is None else np_rng.uniform(1 - jitter, 1 + jitter, len(group))
                     state = SearchState(part, capacity, order, 4, scale)
                     assert state.run(10**7) == (FOUND if capacity >= optimum else EXHAUSTED), (records, capacity)
                     decided += capacity < optimum
     assert decided > 0  # some capacities had to be proven infeasible
+
+
+def test_schedule_inference_is_exact_for_one_section():
+    """Within a section the unplaced buffers stack one above another, each no lower than it can
+    start: the check (Jackson's rule) must agree with trying every stacking order, so it never
+    refuses a section that can be filled, and refuses every one that cannot."""
+    rng = random.Random(11)
+    refused = 0
+    for _ in range(300):
+        count = rng.randint(1, 5)
+        release = np.array([rng.randint(0, 12) for _ in range(count)], dtype=np.int64)
+        size = np.array([rng.randint(1, 6) for _ in range(count)], dtype=np.int64)
+        floor = np.array([min(release) - rng.randint(0, 2)], dtype=np.int64)
+        capacity = int(max(release) + size.sum()) - rng.randint(0, 8)
+        best_top = min(
+            _stacked_top(int(floor[0]), [(int(release[i]), int(size[i])) for i in order])
+            for order in itertools.permutations(range(count))
+        )
+        member_ptr = np.array([0, count], dtype=np.int64)
+        fits = _schedulable(member_ptr, np.arange(count, dtype=np.int64), size, 1, capacity,
+                            np.full(count, -1, dtype=np.int64), release, floor, np.arange(count, dtype=np.int64),
+                            -1, -1, np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64), 0)  # fmt: skip
+        assert fits == (best_top <= capacity), (release, size, floor, capacity)
+        refused += not fits
+    assert 0 < refused < 300  # both answers were exercised
+
+
+def _stacked_top(floor: int, buffers: list[tuple[int, int]]) -> int:
+    top = floor
+    for release, size in buffers:
+        top = max(top, release) + size
+    return top
 
 
 def test_restarts_follow_the_luby_sequence():
@@ -220,6 +255,42 @@ def test_the_time_limit_is_kept_on_the_clock_given():
     assert 30 <= plan.notes["seconds"] <= 40 and next(readings) < 100
     assert exact.seconds_to_reach(plan.notes, plan.notes["start_total"]) == 0.0
     assert exact.seconds_to_reach(plan.notes, plan.total_bytes - 1) is None
+
+
+def test_asked_a_capacity_it_stops_at_the_first_plan_within_it():
+    instance = hard_instance(3, buffers=60)  # greedy by size needs more than the capacity
+    records = list(instance.records)
+    assert best.plan(records, alignment=1).total_bytes > instance.capacity
+    result = plan_memory(records, "exact", alignment=1, time_limit=30, capacity=instance.capacity)  # validated
+    notes = result.plan.notes
+    assert result.plan.total_bytes <= instance.capacity
+    assert notes["capacity"] == instance.capacity and notes["capacity_met"]
+    assert notes["stopped"] in ("capacity met", "optimal")
+    assert exact.seconds_to_reach(notes, instance.capacity) is not None
+
+
+def test_a_capacity_the_heuristics_already_meet_needs_no_search():
+    plan = exact.plan(HEURISTICS_TRAP, time_limit=5, capacity=600)  # best plans 576
+    assert plan.total_bytes == 576 and plan.notes["search_steps"] == 0
+    assert plan.notes["capacity_met"] and plan.notes["stopped"] == "capacity met"
+    assert not plan.proven_optimal  # 448 exists: it was not asked for
+
+
+def test_a_capacity_out_of_reach_leaves_the_time_to_minimising():
+    # Below the lower bound (448) no plan fits: the search minimises as if not told, and says so.
+    plan = exact.plan(HEURISTICS_TRAP, time_limit=5, capacity=400)
+    assert plan.total_bytes == 448 and plan.proven_optimal
+    assert plan.notes["capacity"] == 400 and not plan.notes["capacity_met"]
+    # Above the lower bound but below the optimum (74, see above): the search proves the capacity
+    # infeasible, then goes on to the optimum.
+    plan = exact.plan([R("a", 0, 1, 10), R("b", 1, 2, 10)], alignment=64, capacity=40)
+    assert plan.total_bytes == 74 and plan.proven_optimal and not plan.notes["capacity_met"]
+
+
+@pytest.mark.parametrize("capacity", [0, -5, 1.5, True, "100"])
+def test_a_bad_capacity_is_rejected(capacity):
+    with pytest.raises(ValueError, match="capacity must be a positive number of bytes"):
+        exact.plan(HEURISTICS_TRAP, capacity=capacity)
 
 
 def test_no_records_is_an_empty_proven_plan():

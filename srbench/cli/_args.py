@@ -111,12 +111,18 @@ def capture_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"batch": args.batch, "alignment": args.alignment, "decompose": args.decompose, "quiet": not args.verbose}
 
 
-def planner_options(planners: Mapping[str, Callable[..., Any]], time_limit: float) -> dict[str, dict[str, Any]]:
+def planner_options(
+    planners: Mapping[str, Callable[..., Any]], time_limit: float, capacity: int | None = None
+) -> dict[str, dict[str, Any]]:
     """What each planner is given besides the records, by name: ``time_limit`` for those whose
-    plan() takes it (searching planners), nothing for the others."""
-    return {
-        name: {"time_limit": time_limit} if _takes(planner, "time_limit") else {} for name, planner in planners.items()
-    }
+    plan() takes it (searching planners), and ``capacity`` (a target in bytes, when given) for
+    those whose plan() takes that; nothing for the others."""
+    given: dict[str, dict[str, Any]] = {}
+    for name, planner in planners.items():
+        given[name] = {"time_limit": time_limit} if _takes(planner, "time_limit") else {}
+        if capacity is not None and _takes(planner, "capacity"):
+            given[name]["capacity"] = capacity
+    return given
 
 
 def _takes(planner: Callable[..., Any], keyword: str) -> bool:

@@ -26,6 +26,7 @@ from srbench.cli._args import (
     capture_options,
     comma_separated,
     planner_options,
+    positive_int,
     print_error,
 )
 from srbench.formatting import aligned_table, format_bytes, format_seconds
@@ -53,6 +54,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated planners to run (default: every registered planner)",
     )
     add_planning_options(parser)
+    parser.add_argument(
+        "--capacity",
+        type=positive_int,
+        metavar="BYTES",
+        help="ask searching planners (exact) for a plan within BYTES, as MiniMalloc is asked: they stop at the "
+        "first one found and minimise only once it is out of reach (default: minimise)",
+    )
     parser.add_argument(
         "--save-records",
         nargs="?",
@@ -110,7 +118,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     if unknown:
         return ExitStatus.UNUSABLE
     planners, broken = _load_planners(names)
-    options = planner_options(planners, args.time_limit)
+    options = planner_options(planners, args.time_limit, capacity=args.capacity)
 
     reports = []
     for name, kind, load in sources:

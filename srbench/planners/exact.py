@@ -6,10 +6,12 @@ smaller ones with the depth-first search of :mod:`srbench.planners._exact_search
 method, compiled with numba). That search answers a decision question, "does everything fit within C
 bytes?", and prunes well only when C is tight, so this driver asks it at the lower bound first
 and steps up from there: capacities on a ladder between the best proven bound and the best plan
-so far, each searched with three static orders and with randomised orders restarted on the Luby
-schedule (see :class:`_Restarts`), all interleaved under one time limit, the proven bound getting
-as much work as the rest together. A search that finishes without a packing
-proves that no total up to its capacity exists; one that finds a packing lowers the best plan.
+so far, each searched with MiniMalloc's three static orders and with two families of randomised
+orders restarted on the Luby schedule (see :class:`_Restarts` and :data:`RESTART_FAMILIES`), all
+interleaved under one time limit, the proven bound getting as much work as the rest together. A
+search that finishes without a packing proves that no total up to its capacity exists; one that
+finds a packing lowers the best plan. Given a ``capacity``, the driver asks the search that one
+question instead (see :func:`plan`).
 
 ``proven_optimal`` is True only when the best plan's total equals a proven bound (the lower
 bound, or one more than a capacity proven infeasible). Otherwise ``notes`` say how far apart
@@ -17,7 +19,8 @@ the plan and the proven bound are (``gap``), so a time-limited answer is never m
 optimum. ``notes`` also carry ``lower_bound``, ``proven_lower_bound``, ``start_total`` and
 ``start_planner`` (the heuristic it started from), ``progress`` (seconds since the call and the
 best total, at each improvement), ``search_steps`` (nodes entered plus placements tried),
-``seconds`` and ``stopped``.
+``seconds``, ``stopped`` ("optimal", "capacity met", "time limit" or "too large to search"), and
+with a ``capacity``, ``capacity`` and ``capacity_met``.
 
 The time limit counts from the call to the return, the starting plan included: the heuristics
 get half of it (all of it when nothing will be searched), the first always running and each
@@ -46,6 +49,7 @@ from srbench.planners._exact_search import (
     EXHAUSTED,
     FOUND,
     PREORDERINGS,
+    START_ORDERS,
     Partition,
     SearchState,
     build_partition,
@@ -65,7 +69,13 @@ LADDER_DENOMINATOR = 32
 # the random factors on a static order's keys reach.
 RESTART_WORK = 2000
 JITTER = 0.3
-RESTART_SHARE = 2  # the restarted searches get this much less work than each static order
+# The families of orders restarted, each its own stream of restarts, and the work each stream
+# gets per unit given to one static order: MiniMalloc's orders (its three static ones do best on
+# its own instances, restarted ones add a little), and the ones filling each offset from left to
+# right in time (see START_ORDERS), which alone find packings of generated instances packed near
+# the capacity, and only when restarted: they get half of all the work, as much as MiniMalloc's
+# orders together.
+RESTART_FAMILIES = ((PREORDERINGS, 0.5), (START_ORDERS, len(PREORDERINGS) + 0.5))
 # Work (nodes entered plus placements tried) each capacity and order gets in the first round;
 # doubled every round. Tight capacities cost more per unit, loose ones find packings quickly.
 FIRST_ROUND_WORK = 4096
@@ -94,12 +104,15 @@ class _Restarts:
     (Luby, Sinclair and Zuckerman 1993), for the heavy tail of backtracking search (Gomes, Selman
     and Kautz 1998): on these instances a search either finds a packing within a few thousand
     steps or wanders for millions, and which one depends on the order. Each restart uses one of
-    the static orders with its keys scaled by random factors in [1 - JITTER, 1 + JITTER], from a
-    generator seeded per partition and capacity, so a plan depends on the records only."""
+    ``orders`` in turn with its keys scaled by random factors in [1 - JITTER, 1 + JITTER], from a
+    generator seeded per partition, capacity and family of orders, so a plan depends on the
+    records only."""
 
-    def __init__(self, part: Partition, capacity: int, alignment: int):
-        self.part, self.capacity, self.alignment = part, capacity, alignment
-        self.rng = np.random.default_rng([capacity, part.size.shape[0], int(part.size.sum())])
+    def __init__(self, part: Partition, capacity: int, alignment: int, orders: tuple[str, ...], share: float):
+        self.part, self.capacity, self.alignment, self.orders = part, capacity, alignment, orders
+        self.share = share  # work per unit given to one static order
+        family = [ord(letter) for letter in "".join(orders)]
+        self.rng = np.random.default_rng([capacity, part.size.shape[0], int(part.size.sum()), *family])
         self.restarts = 0
         self.state = self._next()
         self.left = RESTART_WORK
@@ -107,7 +120,7 @@ class _Restarts:
         self.status = 0
 
     def _next(self) -> SearchState:
-        order = PREORDERINGS[self.restarts % len(PREORDERINGS)]
+        order = self.orders[self.restarts % len(self.orders)]
         jitter = self.rng.uniform(1 - JITTER, 1 + JITTER, size=int(self.part.size.shape[0]))
         return SearchState(self.part, self.capacity, order, self.alignment, jitter)
 
@@ -160,8 +173,10 @@ class _Minimizer:
         clock: Callable[[], float],
         started: float,
         deadline: float,
+        target: int | None = None,
     ):
         self.parts = parts
+        self.target = target  # stop at the first plan within it; None: minimise
         self.incumbents = incumbents
         self.fixed = fixed  # the largest total among the partitions not searched
         self.proven = bound  # no packing smaller than this exists
@@ -185,8 +200,15 @@ class _Minimizer:
     def out_of_time(self) -> bool:
         return self.clock() >= self.deadline
 
+    @property
+    def reached_target(self) -> bool:
+        return self.target is not None and self.best <= self.target
+
     def ladder(self) -> list[int]:
-        """Capacities to search between the floor and the best plan, lowest first."""
+        """Capacities to search between the floor and the best plan, lowest first: only the
+        target while it may still be met (every unit of work then goes to the question asked)."""
+        if self.target is not None and self.floor <= self.target < self.best:
+            return [self.target]
         gap = self.best - self.floor
         capacities = {self.floor + gap * numerator // LADDER_DENOMINATOR for numerator in LADDER_STEPS}
         return sorted(capacity for capacity in capacities if capacity < self.best)
@@ -195,7 +217,7 @@ class _Minimizer:
         attempts: dict[int, _Attempt] = {}
         built_for = None
         round_work = FIRST_ROUND_WORK
-        while self.best > self.floor and not self.out_of_time():
+        while self.best > self.floor and not self.reached_target and not self.out_of_time():
             if built_for != (self.floor, self.best):
                 # When the bounds move, searches at capacities still between them keep their
                 # progress; the ladder's new capacities join them.
@@ -213,7 +235,7 @@ class _Minimizer:
                 budget = round_work * max(others, 1) if capacity == self.floor else round_work
                 if self.advance(attempt, budget) == EXHAUSTED:
                     self.proven = max(self.proven, capacity + 1)
-                if self.best <= self.floor or self.out_of_time():
+                if self.best <= self.floor or self.reached_target or self.out_of_time():
                     return
             round_work *= 2
 
@@ -226,11 +248,14 @@ class _Minimizer:
             if index not in attempt.states:
                 states: list[SearchState | _Restarts] = [
                     *(SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS),
-                    _Restarts(part, attempt.capacity, self.alignment),
+                    *(
+                        _Restarts(part, attempt.capacity, self.alignment, orders, share)
+                        for orders, share in RESTART_FAMILIES
+                    ),
                 ]
                 attempt.states[index] = states
             for state in attempt.states[index]:
-                status = self.run(state, budget // RESTART_SHARE if isinstance(state, _Restarts) else budget)
+                status = self.run(state, int(budget * state.share) if isinstance(state, _Restarts) else budget)
                 if status == EXHAUSTED:
                     return EXHAUSTED
                 if status == FOUND:
@@ -253,10 +278,13 @@ class _Minimizer:
             before, started = state.steps, self.clock()
             status = state.run(steps)
             elapsed = self.clock() - started
-            budget -= steps
-            self.steps += state.steps - before
-            if elapsed > 0:
-                self.slice_steps = int(min(max(self.slice_steps * SLICE_SECONDS / elapsed, 64), 1 << 22))
+            # What was spent, not what was asked: a restarted search stops early at each restart,
+            # and counting the whole slice there once gave the restarts a fraction of their share.
+            spent = state.steps - before
+            budget -= max(spent, 1)
+            self.steps += spent
+            if elapsed > 0 and spent > 0:
+                self.slice_steps = int(min(max(spent * SLICE_SECONDS / elapsed, 64), 1 << 22))
         return status
 
 
@@ -273,15 +301,26 @@ def plan(
     *,
     alignment: int = DEFAULT_ALIGNMENT,
     time_limit: float = DEFAULT_TIME_LIMIT,
+    capacity: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> MemoryPlan:
     """The smallest total found within ``time_limit`` seconds, never more than any fast heuristic's.
+
+    ``capacity`` (bytes) asks the decision question instead, as MiniMalloc is asked: a plan
+    within it, returned as soon as one is found (the heuristics' plan when it already fits).
+    Every unit of search goes to that capacity while it may be met; once it is proven out of
+    reach (the lower bound is above it, or the search exhausted it), the rest of the time
+    minimises as without it. ``notes["capacity_met"]`` says whether the plan fits it.
 
     ``clock`` is what the limit and the times in ``notes`` are measured on: wall-clock time by
     default; ``time.process_time`` makes the limit one of CPU time, which is what compares
     searches on a machine shared with other work (the benchmarks use it there)."""
     if not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool) or not time_limit > 0:
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    if capacity is not None and (
+        not isinstance(capacity, (int, np.integer)) or isinstance(capacity, bool) or capacity <= 0
+    ):
+        raise ValueError(f"capacity must be a positive number of bytes, got {capacity!r}")
     started = clock()
     deadline = started + time_limit
     table = as_table(records)
@@ -308,12 +347,17 @@ def plan(
         _Incumbent(int((offsets[placed[p.buffer_ids]] + p.size).max()), offsets[placed[p.buffer_ids]]) for p in parts
     ]
     bound = live_peak(table, table.size)
-    minimizer = _Minimizer(parts, incumbents, fixed, bound, alignment, clock, started, deadline)
+    minimizer = _Minimizer(parts, incumbents, fixed, bound, alignment, clock, started, deadline, capacity)
     minimizer.solve()
     for part, incumbent in zip(parts, minimizer.incumbents):
         offsets[placed[part.buffer_ids]] = incumbent.offsets
     best, proven = minimizer.best, minimizer.proven
-    stopped = "optimal" if best <= proven else "too large to search" if best <= fixed else "time limit"
+    if best <= proven:
+        stopped = "optimal"
+    elif minimizer.reached_target:
+        stopped = "capacity met"
+    else:
+        stopped = "too large to search" if best <= fixed else "time limit"
     notes: dict[str, object] = {
         "lower_bound": bound,
         "proven_lower_bound": min(proven, best),
@@ -326,6 +370,9 @@ def plan(
         "stopped": stopped,
         "time_limit": time_limit,
     }
+    if capacity is not None:
+        notes["capacity"] = int(capacity)
+        notes["capacity_met"] = best <= capacity
     if "skipped" in start.notes:
         notes["skipped_heuristics"] = start.notes["skipped"]
     return dataclasses.replace(plan_from_offsets(NAME, table, offsets, **notes), proven_optimal=best <= proven)
