@@ -17,7 +17,7 @@ Tolerances that would switch the comparison off (infinite, NaN, negative) are re
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +66,12 @@ def _kind(spec: pytree.TreeSpec) -> str:
     return getattr(kind, "__name__", str(kind))
 
 
+def _keys(context: Any) -> bool:
+    """Whether a node's context is its children's keys (a dict's, a ModelOutput's), compared as a
+    set; other contexts (a registered dataclass's field lists, a namedtuple's class) must be equal."""
+    return isinstance(context, list) and all(isinstance(key, Hashable) for key in context)
+
+
 def structure_difference(actual: Any, expected: Any) -> str | None:
     """Where the runtime's output is shaped unlike eager's (container types, dict keys, lengths),
     the first place, or ``None``. Dict keys are compared as sets: their order is not semantics."""
@@ -76,7 +82,7 @@ def structure_difference(actual: Any, expected: Any) -> str | None:
             if got.is_leaf() and want.is_leaf():
                 return None
             return f"{where} is a {_kind(got)} in the runtime's answer, a {_kind(want)} in eager's"
-        if isinstance(want.context, list) and isinstance(got.context, list):  # dict-like: keys
+        if _keys(want.context) and _keys(got.context):  # dict-like: keys
             missing = [k for k in want.context if k not in got.context]
             extra = [k for k in got.context if k not in want.context]
             if missing or extra:

@@ -389,8 +389,10 @@ class CodeWriter:
             return "[" + ", ".join(children) + "]"
         if spec.type is dict:
             return "{" + ", ".join(f"{self.render(key)}: {child}" for key, child in zip(spec.context, children)) + "}"
-        unflatten = self.constant(pytree.tree_unflatten, "tree_unflatten")
-        return f"{unflatten}([{', '.join(children)}], {self.constant(spec, 'out_spec')})"
+        # any other registered node (a namedtuple, a transformers ModelOutput, None) is built from
+        # its children as pytree builds it: the children here are built values, not leaves
+        build = self.constant(pytree.SUPPORTED_NODES[spec.type].unflatten_fn, "unflatten")
+        return f"{build}([{', '.join(children)}], {self.constant(spec.context, 'out_context')})"
 
     def node_bodies(self) -> list[tuple[str, list[str]]]:
         """The lines of every node that runs code at each run, in graph order, by node name.

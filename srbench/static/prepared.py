@@ -170,14 +170,19 @@ def _placeholder_values(
 
 
 def _mutation_outputs(captured: CapturedGraph) -> dict[int, str]:
-    """Outputs of a functionalized graph (``decompose``) that carry the new value of a buffer or
-    an input it mutates: flat output index -> the placeholder to copy it into."""
+    """Outputs of a functionalized graph (``decompose``) that carry the new value of a buffer, a
+    parameter (``nn.Embedding(max_norm=...)`` renormalises its weight in place) or an input it
+    mutates: flat output index -> the placeholder to copy it into."""
     signature = captured.exported.graph_signature
-    buffers = {spec.target: spec.arg.name for spec in signature.input_specs if spec.kind == InputKind.BUFFER}
+    state = {
+        spec.target: spec.arg.name
+        for spec in signature.input_specs
+        if spec.kind in (InputKind.BUFFER, InputKind.PARAMETER)
+    }
     mutations = {}
     for index, spec in enumerate(signature.output_specs):
-        if spec.kind == OutputKind.BUFFER_MUTATION:
-            mutations[index] = buffers[spec.target]
+        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION):
+            mutations[index] = state[spec.target]
         elif spec.kind == OutputKind.USER_INPUT_MUTATION:
             mutations[index] = spec.target
         elif spec.kind != OutputKind.USER_OUTPUT:

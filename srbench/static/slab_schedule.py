@@ -142,7 +142,8 @@ def slab_layout(
     node names in order (the records' steps index them), ``runs_code`` the nodes that have lines
     in the run (a segment is taken and given back next to one of those, else at the run's ends);
     ``lazy_release``: whether pages can be given back lazily on this device (see :class:`Release`)."""
-    if not records:
+    records = [record for record in records if record.size]  # an empty tensor needs no bytes
+    if not records:  # nothing to cut (a batch of 0 plans only empty tensors): one storage
         return SlabLayout.whole(total)
     starts = [0, *sorted(_cuts(records, offsets, [name in runs_code for name in steps]))]
     bounds = [*starts, total]

@@ -1,0 +1,143 @@
+"""What models from outside the zoo broke (found by ``benchmarks/outside_models.py``), each as
+the smallest model that shows it, under every option of the static runtime: outputs in registered
+pytree containers of any kind (a transformers ``ModelOutput`` holding tuples, nested in another),
+a batch of zero, a parameter the model writes in place under ``decompose``."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import pytest
+import torch
+from torch import nn
+
+from srbench.inputs import Inputs
+from srbench.static import StaticModule
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+@dataclass
+class Inner:
+    pooled: torch.Tensor
+    layers: tuple[torch.Tensor, ...]
+
+
+@dataclass
+class Outer:
+    """As a transformers ``ModelOutput``: a container of its own holding tuples and another one."""
+
+    logits: torch.Tensor
+    hidden: tuple[torch.Tensor, ...]
+    inner: Inner
+
+
+torch.export.register_dataclass(Inner)
+torch.export.register_dataclass(Outer)
+
+
+class Pair(NamedTuple):
+    first: torch.Tensor
+    rest: tuple[torch.Tensor, torch.Tensor]
+
+
+class Containers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[Outer, Pair]:
+        h1 = self.a(x).relu()
+        h2 = self.b(h1)
+        outer = Outer(h2.sum(-1), (h1, h2), Inner(h2.mean(0), (x + 1, h1 * 2, h2.tanh())))
+        return outer, Pair(h2 - 1, (h1.t(), h2.exp()))
+
+
+def test_outputs_in_nested_registered_containers_keep_their_structure(conformance, static_options):
+    """A node of a kind codegen did not spell out (dataclass, namedtuple) was rebuilt with the whole
+    output spec from its already built children: a ModelOutput holding tuples came back with its
+    tuples in the wrong places, one nesting another failed to unflatten."""
+    conformance(Containers(), (randn(2, 4),), (randn(3, 4, seed=1),), static_options)
+
+
+def test_transformers_model_output_with_hidden_states_and_attentions():
+    transformers = pytest.importorskip("transformers", reason="the transformers extra is not installed")
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        vocab_size=50,
+        attn_implementation="eager",  # sdpa returns no attention weights
+    )
+    model = transformers.BertModel(config).eval()
+    call = Inputs.of(input_ids=torch.randint(0, 50, (1, 6)), output_hidden_states=True, output_attentions=True)
+    got = StaticModule(model, call).runtime()(**call.kwargs)
+    with torch.no_grad():
+        expected = model(**call.kwargs)
+    assert type(got) is type(expected) and list(got.keys()) == list(expected.keys())
+    assert len(got.hidden_states) == 2 and len(got.attentions) == 1
+    torch.testing.assert_close(tuple(got.values()), tuple(expected.values()), rtol=1e-5, atol=1e-5)
+
+
+class Head(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.linear(x).relu()
+        return y * 2, y.sum(-1)
+
+
+@pytest.mark.parametrize("batches", [(2, 0), (0, 2)], ids=["then-empty", "empty-first"])
+def test_an_empty_batch_plans_no_bytes(conformance, static_options, batches):
+    """A batch of zero makes every planned tensor empty: the slab's layout had no segment, and
+    binding the first view failed with an IndexError."""
+    first, second = batches
+    conformance(Head(), (randn(first, 4),), (randn(second, 4, seed=1),), static_options)
+
+
+class RenormedEmbedding(nn.Module):
+    """``nn.Embedding(max_norm=...)`` renormalises the rows it looks up, in place, in its weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(10, 4, max_norm=1.0)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embedding(ids) * 3
+
+
+def test_a_parameter_written_in_place_is_written_back(one_thread, static_options):
+    """Under ``decompose`` the graph returns the parameter's new value (a PARAMETER_MUTATION
+    output), which preparing refused; eager's model and srbench's must end with the same weight."""
+    torch.manual_seed(0)
+    eager_model = RenormedEmbedding().eval()
+    static_model = copy.deepcopy(eager_model)
+    initial = eager_model.embedding.weight.detach().clone()
+    first, second = torch.tensor([[1, 2, 2, 5]]), torch.tensor([[7, 1], [0, 9]])
+    runtime = StaticModule(static_model, (first,), static_options).runtime()
+    for ids in (first, second, first):
+        with torch.no_grad():
+            expected = eager_model(ids)
+        torch.testing.assert_close(runtime(ids), expected)
+        torch.testing.assert_close(static_model.embedding.weight, eager_model.embedding.weight, rtol=0, atol=0)
+    assert not torch.equal(static_model.embedding.weight, initial)  # the rows looked up were renormalised
+
+
+def test_the_checker_compares_registered_dataclasses_by_their_fields():
+    """A registered dataclass's context is a list of field-name lists: the structure check took
+    it for dict keys and failed with 'unhashable type'; it must compare it and find differences."""
+    from srbench.measure.equivalence import structure_difference
+
+    x = randn(2)
+    same = Outer(x, (x, x), Inner(x, (x,)))
+    assert structure_difference(same, Outer(x, (x, x), Inner(x, (x,)))) is None
+    shorter = Outer(x, (x,), Inner(x, (x,)))
+    assert structure_difference(shorter, same) == "[1] has 1 elements, eager's 2"  # the second field
