@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import html
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -66,7 +65,7 @@ def fetch_assets() -> Path:
     missing = sorted({package for package, _ in CDN_ASSETS.values() if not _tarball(package).is_file()})
     if missing:
         vendor_dir().mkdir(parents=True, exist_ok=True)
-        command = [shutil.which("npm") or "npm", "pack", "--silent", "--pack-destination", str(vendor_dir()), *missing]
+        command = ["npm", "pack", "--silent", "--pack-destination", str(vendor_dir()), *missing]
         try:
             completed = subprocess.run(command, capture_output=True, text=True)
         except FileNotFoundError:

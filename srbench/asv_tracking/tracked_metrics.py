@@ -36,37 +36,34 @@ TRACKED_METRICS = (
     TrackedMetric("estimated_peak_bytes", "bytes", "estimated_peak_bytes"),  # eager's, on fake tensors
 )
 
-# (bucket, pattern searched in a node kind's bare name: "aten::_embedding_bag" -> "embedding_bag");
+# bucket -> pattern searched in a node kind's bare name ("aten::_embedding_bag" -> "embedding_bag");
 # the first match wins, no match is OTHER.
-NODE_KIND_BUCKETS = (
-    ("convolution", r"conv"),
-    ("matmul", r"^(linear|addmm|mm|bmm|matmul|baddbmm|addbmm|addmv|mv|dot|einsum)$"),
-    ("attention", r"attention"),
-    ("recurrent", r"lstm|gru|rnn"),
-    ("normalization", r"norm"),
-    ("pooling", r"pool"),
-    ("embedding", r"embedding"),
-    ("activation", r"elu|sigmoid|tanh|silu|swish|softmax|clamp"),
-    (
-        "data_movement",
-        r"^(view|reshape|unsafe_view|permute|transpose|t|expand|slice|select|narrow|squeeze|unsqueeze|flatten"
-        r"|unbind|split|chunk|as_strided|getitem|contiguous|clone|copy|to|to_copy|cat|varconcat|stack|index"
-        r"|index_select|gather|listconstruct|listunpack|tupleconstruct|tupleunpack)$",
-    ),
-)
+NODE_KIND_BUCKETS = {
+    "convolution": r"conv",
+    "matmul": r"^(linear|addmm|mm|bmm|matmul|baddbmm|addbmm|addmv|mv|dot|einsum)$",
+    "attention": r"attention",
+    "recurrent": r"lstm|gru|rnn",
+    "normalization": r"norm",
+    "pooling": r"pool",
+    "embedding": r"embedding",
+    "activation": r"elu|sigmoid|tanh|silu|swish|softmax|clamp",
+    "data_movement": r"^(view|reshape|unsafe_view|permute|transpose|t|expand|slice|select|narrow|squeeze|unsqueeze"
+    r"|flatten|unbind|split|chunk|as_strided|getitem|contiguous|clone|copy|to|to_copy|cat|varconcat|stack|index"
+    r"|index_select|gather|listconstruct|listunpack|tupleconstruct|tupleunpack)$",
+}
 OTHER = "other"
 TOTAL = "total"
-OP_TIME_BUCKETS = [bucket for bucket, _ in NODE_KIND_BUCKETS] + [OTHER, TOTAL]
+OP_TIME_BUCKETS = [*NODE_KIND_BUCKETS, OTHER, TOTAL]
 MIN_OP_SHARE = 0.02
 PROFILE_ITERATIONS = 20
-_PATTERNS = [(bucket, re.compile(pattern)) for bucket, pattern in NODE_KIND_BUCKETS]
+_PATTERNS = {bucket: re.compile(pattern) for bucket, pattern in NODE_KIND_BUCKETS.items()}
 
 
 def bucket_of(node_kind: str) -> str:
     """The bucket of a node kind as runtimes name them (``aten::add_``, ``aten.addmm.default``, ``prim::If``)."""
     parts = re.split(r"::|\.", node_kind)
     name = (parts[1] if len(parts) > 1 else parts[0]).strip("_").lower()
-    return next((bucket for bucket, pattern in _PATTERNS if pattern.search(name)), OTHER)
+    return next((bucket for bucket, pattern in _PATTERNS.items() if pattern.search(name)), OTHER)
 
 
 def op_time_buckets(seconds_by_kind: Mapping[str, float]) -> dict[str, float]:
