@@ -354,3 +354,15 @@ def test_nightly_in_an_existing_environment_refuses_to_file_numbers_of_another_t
     )
     assert status == 2
     assert f"not from {measured_pair.config.parent}" in capsys.readouterr().err
+
+
+def test_nightly_in_an_existing_environment_refuses_a_tree_with_uncommitted_changes(measured_pair, capsys):
+    repo = measured_pair.config.parent
+    _git(repo, "add", "asv.conf.json")
+    _git(repo, "commit", "-q", "-m", "config")
+    measured_pair.config.write_text(measured_pair.config.read_text() + "\n")  # a tracked file changed
+    status = srbench_main(
+        ["nightly", "--config", str(measured_pair.config), "--python", "--no-publish", "--machine", "synthetic"]
+    )
+    assert status == 2
+    assert "uncommitted changes" in capsys.readouterr().err
