@@ -47,6 +47,7 @@ import torch
 import torch.fx
 
 from srbench.memory.lifetimes import has_static_geometry
+from srbench.memory.records import align_up
 from srbench.static.calls import (
     Call,
     Const,
@@ -172,6 +173,8 @@ def _disagreement(a: Any, b: Any, check: ResultCheck = ResultCheck.EXACT) -> str
             return None if a.stride() == b.stride() else f"its result has strides {a.stride()}, the op's {b.stride()}"
         if a.numel() == 0:
             return None
+        if a.is_complex():  # as pairs of reals: not every complex dtype has ``equal`` (complex32 has not)
+            a, b = torch.view_as_real(a), torch.view_as_real(b)
         if check is ResultCheck.EXACT:
             if _bitwise_equal(a, b):
                 return None
@@ -654,7 +657,7 @@ class Resolver:
         device = self._device(node, reference)
         working = []
         for call in self._out_candidates(node, op):
-            buffers = tuple(_poisoned(r, device) for r in tensors)
+            buffers = _poisoned_buffers(tensors, device)
             geometry = [(b.data_ptr(), b.shape, b.stride()) for b in buffers]
             ok, error = _try(partial(invoke, call, self.env, buffers))
             if not ok:
@@ -693,11 +696,30 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _poisoned(like: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """An out buffer of ``like``'s geometry filled with a value an op rarely produces (NaN, the
-    largest integer), so a candidate that leaves it unwritten fails the check whatever the
-    memory held."""
-    buffer = torch.empty_strided(like.shape, like.stride(), dtype=like.dtype, device=device)
+def _poisoned_buffers(likes: Sequence[torch.Tensor], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Out buffers of ``likes``' geometries, as the slab gives them: views into one storage, each
+    at an aligned offset, filled with a value an op rarely produces (NaN, the largest integer), so
+    a candidate that leaves a buffer unwritten fails the check whatever the memory held. One
+    storage because some kernels decide by storage identity (``linalg_qr``'s out kernel takes
+    ``Q.is_alias_of(R)`` to mean that it computed in ``R``): buffers of their own would pass a
+    check that the slab's views then fail."""
+    offsets, total = [], 0
+    for like in likes:
+        offsets.append(total)
+        span = 1 + sum((n - 1) * stride for n, stride in zip(like.shape, like.stride())) if like.numel() else 0
+        total += align_up(span * like.element_size())
+    storage = torch.empty(total, dtype=torch.uint8, device=device).untyped_storage()
+    return tuple(
+        _poison(
+            torch.empty(0, dtype=like.dtype, device=device).set_(
+                storage, offset // like.element_size(), like.shape, like.stride()
+            )
+        )
+        for like, offset in zip(likes, offsets)
+    )
+
+
+def _poison(buffer: torch.Tensor) -> torch.Tensor:
     if buffer.is_floating_point() or buffer.is_complex():
         buffer.fill_(float("nan"))
     elif buffer.dtype != torch.bool:
