@@ -1,0 +1,868 @@
+"""srbench's static runtime on models it was not built against: conformance and speed beside eager.
+
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds about
+thirty models that are not in the zoo, offline and randomly initialised: stock ``torch.nn`` pieces
+and small hand-written models that exercise one semantic each (masks, recurrent layers, 1-D/3-D
+and transposed convolutions, normalisations, pixel shuffle, pytree inputs and outputs, in-place
+ops, view chains, indexing, sorting, float64 and int64 paths), and ``transformers`` models from
+small configs (``HF_HUB_OFFLINE=1``, nothing downloaded). Each model has two calls: shape 0 at
+batch 1, shape 1 at another batch and, where the model has one, another length or size.
+
+For each model, in one process, one model at a time, one intra-op thread:
+
+1. ``torch.export`` itself: a model it cannot capture is reported as such (``not capturable``,
+   with export's first line), and not counted as srbench's failure;
+2. srbench's static runtime under five option sets (the defaults; ``enable_out_variant=False``;
+   ``cleanup_activations=False``; ``manage_output_tensors=True``; ``decompose=True``), each prepared on shape 0 and
+   checked against eager by the suites' equivalence protocol (``srbench.measure.equivalence``:
+   shape 0, shape 1, shape 0 again; inputs as eager leaves them; outputs of one run not
+   overwritten by the next unless outputs are managed), and through the ``srbench`` runtime plugin
+   as suites call it;
+3. the time per call of eager (under ``torch.inference_mode``, as the eager runtime plugin) and
+   of srbench with default options, medians of interleaved rounds on shape 0; the ratio
+   srbench / eager is what the table shows. On a shared machine these ratios move by several
+   per cent between runs: read them as such.
+
+    .venv/bin/python benchmarks/outside_models.py                       # every model, table on stdout
+    .venv/bin/python benchmarks/outside_models.py --only gru,hf_llama --rounds 60
+    .venv/bin/python benchmarks/outside_models.py --markdown --json results/outside.json
+
+Exit status 0 when every capturable model is equivalent under every option set, 1 otherwise.
+This file sits in asv's benchmark directory, so importing it does nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import importlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+class Outcome(enum.Enum):
+    """What happened to a model under one option set."""
+
+    EQUIVALENT = "ok"
+    WRONG = "wrong result"
+    ERROR = "error"
+    NOT_CAPTURABLE = "not capturable"  # torch.export itself refuses the model
+    UNAVAILABLE = "unavailable"  # the model cannot be built here (a missing package or class)
+
+
+@dataclass(frozen=True)
+class OutsideModel:
+    """One model from outside the zoo: how to build it, its two calls, and its tolerance."""
+
+    name: str
+    description: str
+    build: Callable[[], Any]
+    make_inputs: Callable[[int], Any]  # shape (0 or 1) -> srbench.inputs.Inputs
+    rtol: float = 1e-4
+    atol: float = 1e-5
+
+
+@dataclass(frozen=True)
+class Check:
+    outcome: Outcome
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One model's results: a check per option set and the time per call of eager and srbench."""
+
+    name: str
+    description: str
+    checks: dict[str, Check] = field(default_factory=dict)
+    eager_us: float | None = None
+    srbench_us: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.eager_us is None or self.srbench_us is None else self.srbench_us / self.eager_us
+
+    @property
+    def failed(self) -> bool:
+        return any(check.outcome in (Outcome.WRONG, Outcome.ERROR) for check in self.checks.values())
+
+    def summary(self) -> str:
+        outcomes = {check.outcome for check in self.checks.values()}
+        for outcome in (Outcome.UNAVAILABLE, Outcome.NOT_CAPTURABLE, Outcome.ERROR, Outcome.WRONG):
+            if outcome in outcomes:
+                bad = [name for name, check in self.checks.items() if check.outcome is outcome]
+                first = next(check.detail for check in self.checks.values() if check.outcome is outcome)
+                where = "" if len(bad) == len(self.checks) else f" ({', '.join(bad)})"
+                return f"{outcome.value}{where}: {first}"
+        return Outcome.EQUIVALENT.value
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "checks": {name: {"outcome": c.outcome.value, "detail": c.detail} for name, c in self.checks.items()},
+            "eager_us": self.eager_us,
+            "srbench_us": self.srbench_us,
+            "ratio": self.ratio,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# The models. Builders import torch (and transformers) when they run.
+# --------------------------------------------------------------------------------------------
+
+
+def _seeded(shape: int) -> Any:
+    import torch
+
+    return torch.Generator().manual_seed(4321 + shape)
+
+
+def _batch(shape: int) -> int:
+    """Batch 1 for shape 0, 3 for shape 1: every model runs at batch 1 and at a batch > 1."""
+    return 1 if shape == 0 else 3
+
+
+def _randn(shape: int, *size: int, dtype: Any = None) -> Any:
+    import torch
+
+    return torch.randn(*size, generator=_seeded(shape), dtype=dtype)
+
+
+def _call(*args: Any, **kwargs: Any) -> Any:
+    from srbench.inputs import Inputs
+
+    return Inputs(args, kwargs)
+
+
+def _torch_models() -> list[OutsideModel]:
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    def causal(length: int) -> torch.Tensor:
+        return torch.triu(torch.full((length, length), float("-inf")), diagonal=1)
+
+    def padding_mask(batch: int, length: int) -> torch.Tensor:
+        mask = torch.zeros(batch, length, dtype=torch.bool)
+        mask[-1, length - 3 :] = True  # the last sequence is padded at its end
+        return mask
+
+    class Decoder(nn.Module):
+        """nn.TransformerDecoder with a causal target mask and a padded memory."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            layer = nn.TransformerDecoderLayer(64, 4, 128, dropout=0.1, batch_first=True)
+            self.decoder = nn.TransformerDecoder(layer, 2)
+
+        def forward(self, tgt: torch.Tensor, memory: torch.Tensor, memory_padding: torch.Tensor) -> torch.Tensor:
+            mask = causal(tgt.shape[1])
+            return self.decoder(tgt, memory, tgt_mask=mask, memory_key_padding_mask=memory_padding, tgt_is_causal=True)
+
+    def decoder_inputs(shape: int) -> Any:
+        batch, length = _batch(shape), (12, 7)[shape]
+        return _call(_randn(shape, batch, length, 64), _randn(shape, batch, 10, 64), padding_mask(batch, 10))
+
+    class FullTransformer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = nn.Transformer(64, 4, 2, 2, 128, dropout=0.1, batch_first=True)
+
+        def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+            return self.model(src, tgt, tgt_mask=causal(tgt.shape[1]), tgt_is_causal=True)
+
+    def seq2seq_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        return _call(_randn(shape, batch, (16, 9)[shape], 64), _randn(shape, batch, (8, 5)[shape], 64))
+
+    class MaskedAttention(nn.Module):
+        """nn.MultiheadAttention with a causal float mask and a key padding mask, weights returned."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.attention = nn.MultiheadAttention(64, 4, batch_first=True)
+
+        def forward(self, x: torch.Tensor, padding: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            causal_mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+            return self.attention(x, x, x, attn_mask=causal_mask, key_padding_mask=padding)
+
+    def attention_inputs(shape: int) -> Any:
+        batch, length = _batch(shape), (12, 20)[shape]
+        return _call(_randn(shape, batch, length, 64), padding_mask(batch, length))
+
+    class Recurrent(nn.Module):
+        """A GRU followed by a bidirectional two-layer LSTM, with an initial hidden state."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(16, 32, batch_first=True)
+            self.lstm = nn.LSTM(32, 24, num_layers=2, bidirectional=True, batch_first=True)
+
+        def forward(self, x: torch.Tensor, h0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y, _ = self.gru(x, h0)
+            z, (hn, cn) = self.lstm(y)
+            return z, hn + cn.sum(0)
+
+    def recurrent_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        return _call(_randn(shape, batch, (10, 6)[shape], 16), _randn(shape, 1, batch, 32))
+
+    class Audio(nn.Module):
+        """A 1-D convolutional front end on a waveform (strided Conv1d, GroupNorm, GELU, pooling)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv1d(1, 16, 10, stride=5),
+                nn.GroupNorm(4, 16),
+                nn.GELU(),
+                nn.Conv1d(16, 32, 3, stride=2, padding=1),
+                nn.BatchNorm1d(32),
+                nn.ReLU(),
+                nn.Conv1d(32, 32, 3, padding=2, dilation=2),
+                nn.ReLU(),
+                nn.AdaptiveAvgPool1d(1),
+                nn.Flatten(),
+                nn.Linear(32, 10),
+            )
+
+        def forward(self, wave: torch.Tensor) -> torch.Tensor:
+            return self.features(wave)
+
+    class Volume(nn.Module):
+        """Conv3d + BatchNorm3d + MaxPool3d on a small video clip."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.Conv3d(3, 8, 3, padding=1),
+                nn.BatchNorm3d(8),
+                nn.ReLU(inplace=True),
+                nn.MaxPool3d(2),
+                nn.Conv3d(8, 16, 3, padding=1),
+                nn.ReLU(inplace=True),
+                nn.AdaptiveAvgPool3d(1),
+                nn.Flatten(),
+                nn.Linear(16, 5),
+            )
+
+        def forward(self, clip: torch.Tensor) -> torch.Tensor:
+            return self.body(clip)
+
+    def block(cin: int, cout: int, norm: Callable[[int], nn.Module]) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), norm(cout), nn.ReLU(inplace=True))
+
+    class UNet(nn.Module):
+        """Two levels down, up by ConvTranspose2d and by bilinear Upsample, skips concatenated."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.down1 = block(3, 16, lambda c: nn.InstanceNorm2d(c, affine=True))
+            self.down2 = block(16, 32, lambda c: nn.GroupNorm(4, c))
+            self.bottom = block(32, 32, nn.BatchNorm2d)
+            self.up2 = nn.ConvTranspose2d(32, 32, 2, stride=2)
+            self.merge2 = block(64, 16, nn.BatchNorm2d)
+            self.up1 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+            self.merge1 = block(32, 8, nn.BatchNorm2d)
+            self.head = nn.Conv2d(8, 2, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            d1 = self.down1(x)
+            d2 = self.down2(F.max_pool2d(d1, 2))
+            b = self.bottom(F.max_pool2d(d2, 2))
+            u2 = self.merge2(torch.cat([self.up2(b), d2], dim=1))
+            u1 = self.merge1(torch.cat([self.up1(u2), d1], dim=1))
+            return self.head(u1)
+
+    def image_inputs(sizes: tuple[int, int], channels: int = 3) -> Callable[[int], Any]:
+        return lambda shape: _call(_randn(shape, _batch(shape), channels, sizes[shape], sizes[shape]))
+
+    class SeparableShuffle(nn.Module):
+        """Depthwise-separable convolutions and a PixelShuffle upsampler (a super-resolution net)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+
+            def separable(cin: int, cout: int) -> nn.Module:
+                return nn.Sequential(
+                    nn.Conv2d(cin, cin, 3, padding=1, groups=cin, bias=False),
+                    nn.Conv2d(cin, cout, 1, bias=False),
+                    nn.BatchNorm2d(cout),
+                    nn.Hardswish(),
+                )
+
+            self.stem = nn.Conv2d(3, 16, 3, padding=1)
+            self.body = nn.Sequential(separable(16, 32), separable(32, 32), separable(32, 12))
+            self.shuffle = nn.PixelShuffle(2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.shuffle(self.body(self.stem(x)))
+            return y + F.interpolate(x, scale_factor=2.0, mode="nearest")
+
+    class EmbedAttention(nn.Module):
+        """Embedding, hand-written attention by einsum, masked_fill on padding, a causal mask."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(100, 32, padding_idx=0)
+            self.qkv = nn.Linear(32, 96)
+            self.out = nn.Linear(32, 32)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            x = self.embed(ids)
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            scores = torch.einsum("bqd,bkd->bqk", q, k) / 32**0.5
+            length = ids.shape[1]
+            future = torch.ones(length, length, dtype=torch.bool, device=ids.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+            scores = scores.masked_fill((ids == 0)[:, None, :], -1e4)
+            return self.out(torch.einsum("bqk,bkd->bqd", scores.softmax(-1), v))
+
+    def id_inputs(lengths: tuple[int, int], vocab: int = 100) -> Callable[[int], Any]:
+        def make(shape: int) -> Any:
+            ids = torch.randint(1, vocab, (_batch(shape), lengths[shape]), generator=_seeded(shape))
+            ids[-1, -2:] = 0  # padding
+            return _call(ids)
+
+        return make
+
+    class RenormedEmbedding(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = nn.Embedding(100, 8, max_norm=1.0)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.embedding(ids).sum(1)
+
+    class MixedOutputs(nn.Module):
+        """Returns a dict holding tensors, a tuple of tensors, a Python int and a float."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(16, 8)
+
+        def forward(self, x: torch.Tensor) -> dict[str, Any]:
+            y = self.linear(x)
+            return {"logits": y, "pair": (y.relu(), y.sum(-1)), "count": x.shape[0] * 2, "scale": 0.5}
+
+    class CallStyles(nn.Module):
+        """A list of tensors, a keyword-only tensor, a Python float and int and a bool flag."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(
+            self, xs: list[torch.Tensor], *, bias: torch.Tensor, scale: float = 1.0, repeat: int = 1, flip: bool = False
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            total = torch.stack(xs).sum(0) * scale
+            for _ in range(repeat):
+                total = self.linear(total) + bias
+            if flip:
+                total = -total
+            return total, torch.cat(xs, dim=0)
+
+    def call_style_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        xs = [_randn(shape, batch, 8), _randn(shape + 7, batch, 8), _randn(shape + 9, batch, 8)]
+        return _call(xs, bias=_randn(shape + 11, 8), scale=0.5, repeat=2, flip=True)
+
+    class InPlace(nn.Module):
+        """In-place ops on intermediates and on a clone of the input (add_, mul_, relu_, clamp_)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(32, 32)
+            self.b = nn.Linear(32, 32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.a(x)
+            h.add_(x).relu_()
+            y = self.b(h)
+            y.mul_(0.5).add_(h, alpha=2.0)
+            z = x.clone()
+            z[:, :4] = 0.0
+            z.clamp_(-1.0, 1.0)
+            F.relu(y, inplace=True)
+            return y + z
+
+    def features(width: int) -> Callable[[int], Any]:
+        return lambda shape: _call(_randn(shape, _batch(shape), width))
+
+    class ViewChains(nn.Module):
+        """Views, reshapes and transposes in a chain, some copying, some not (narrow, unbind, flip)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(24, 24)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            b = x.shape[0]
+            y = self.linear(x).view(b, 4, 6).transpose(1, 2).reshape(b, 24)
+            z = y.view(b, 2, 3, 4).permute(0, 3, 1, 2).contiguous().flatten(1)
+            first, second = z.narrow(1, 0, 12), z[:, 12:]
+            rows = torch.stack(z.unflatten(1, (6, 4)).unbind(1), dim=-1)
+            return (first * second.flip(-1)).unsqueeze(1).expand(b, 3, 12).mT, rows.squeeze(0)
+
+    class Indexing(nn.Module):
+        """index_select, gather, scatter / scatter_add, topk, sort, argmax and take_along_dim."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(16, 16)
+            self.register_buffer("columns", torch.tensor([3, 1, 4, 1, 5, 9, 2, 6]))
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            y = self.linear(x)
+            picked = y.index_select(1, self.columns)
+            values, indices = y.topk(4, dim=-1)
+            ordered, order = y.sort(dim=-1, descending=True)
+            gathered = y.gather(1, order[:, :5])
+            scattered = torch.zeros_like(y).scatter(1, indices, values)
+            added = torch.zeros(x.shape[0], 4).scatter_add(1, indices % 4, values)
+            return picked, gathered, scattered, added, ordered[:, 0] + y.argmax(-1), order
+
+    class Doubles(nn.Module):
+        """A float64 MLP and an int64 path (cumsum, floor division, remainder, bincount-free)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 4)).double()
+
+        def forward(self, x: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            steps = counts.cumsum(-1) // 3 + counts % 5 * counts.max()
+            return self.mlp(x) * steps[:, :4].to(torch.float64), steps
+
+    def double_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        counts = torch.randint(0, 50, (batch, 6), generator=_seeded(shape))
+        return _call(_randn(shape, batch, 16, dtype=torch.float64), counts)
+
+    def seq(width: int, lengths: tuple[int, int]) -> Callable[[int], Any]:
+        return lambda shape: _call(_randn(shape, _batch(shape), lengths[shape], width))
+
+    return [
+        OutsideModel("transformer_decoder", "nn.TransformerDecoder, 2 layers, d 64, causal + memory padding",
+                     Decoder, decoder_inputs, atol=1e-4),
+        OutsideModel("transformer_full", "nn.Transformer, 2+2 layers, d 64, causal target",
+                     FullTransformer, seq2seq_inputs, atol=1e-4),
+        OutsideModel("mha_masks", "nn.MultiheadAttention, causal bool mask + key_padding_mask, weights out",
+                     MaskedAttention, attention_inputs),
+        OutsideModel("gru_bilstm", "nn.GRU(16, 32) then bidirectional 2-layer nn.LSTM(32, 24), h0 given",
+                     Recurrent, recurrent_inputs),
+        OutsideModel("conv1d_audio", "Conv1d front end (stride 5, GroupNorm, dilation), 1 s at 4 kHz",
+                     Audio, lambda shape: _call(_randn(shape, _batch(shape), 1, (4000, 2400)[shape]))),
+        OutsideModel("conv3d_clip", "Conv3d + BatchNorm3d + MaxPool3d, 8x32x32 clip",
+                     Volume, lambda shape: _call(_randn(shape, _batch(shape), 3, 8, (32, 24)[shape], 32))),
+        OutsideModel("unet_small", "UNet: InstanceNorm/GroupNorm, ConvTranspose2d, Upsample, skip cat",
+                     UNet, image_inputs((64, 48))),
+        OutsideModel("separable_shuffle", "depthwise-separable convs, Hardswish, PixelShuffle, interpolate",
+                     SeparableShuffle, image_inputs((48, 32))),
+        OutsideModel("embed_einsum_attention", "Embedding + einsum attention + masked_fill (causal, padding)",
+                     EmbedAttention, id_inputs((24, 16))),
+        OutsideModel("mixed_outputs", "returns a dict of tensors, a tuple, a Python int and float",
+                     MixedOutputs, features(16)),
+        OutsideModel("call_styles", "list of tensors, keyword tensor, Python float/int/bool arguments",
+                     CallStyles, call_style_inputs),
+        OutsideModel("inplace_ops", "add_, relu_, mul_, clamp_, index assignment on a clone",
+                     InPlace, features(32)),
+        OutsideModel("view_chains", "view/transpose/reshape/permute/narrow/unbind/flip/expand/mT",
+                     ViewChains, features(24)),
+        OutsideModel("indexing_sorting", "index_select, gather, scatter(_add), topk, sort, argmax",
+                     Indexing, features(16)),
+        OutsideModel("float64_int64", "float64 MLP, int64 cumsum / floor division / remainder",
+                     Doubles, double_inputs, rtol=1e-7, atol=1e-9),
+        OutsideModel("transformer_encoder_masked", "nn.TransformerEncoder (norm_first, gelu) + padding mask",
+                     _masked_encoder, lambda shape: _call(_randn(shape, _batch(shape), (20, 12)[shape], 64),
+                                                          padding_mask(_batch(shape), (20, 12)[shape])),
+                     atol=1e-4),
+        OutsideModel("lstm_cell_loop", "nn.LSTMCell unrolled in Python over 6 steps",
+                     _cell_loop, seq(12, (6, 6))),
+        OutsideModel("empty_batch", "mixed_outputs' model called with a batch of 2, then of 0",
+                     MixedOutputs, lambda shape: _call(_randn(shape, (2, 0)[shape], 16))),
+        OutsideModel("embedding_max_norm", "nn.Embedding(max_norm=1): renormalises its weight in place",
+                     RenormedEmbedding, id_inputs((10, 6))),
+    ]  # fmt: skip
+
+
+def _masked_encoder() -> Any:
+    import torch
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(64, 4, 128, activation="gelu", norm_first=True, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+        def forward(self, x: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+            return self.encoder(x, src_key_padding_mask=padding)
+
+    return Encoder()
+
+
+def _cell_loop() -> Any:
+    import torch
+    from torch import nn
+
+    class CellLoop(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cell = nn.LSTMCell(12, 20)
+            self.head = nn.Linear(20, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = c = torch.zeros(x.shape[0], 20)
+            outputs = []
+            for step in range(x.shape[1]):
+                h, c = self.cell(x[:, step], (h, c))
+                outputs.append(self.head(h))
+            return torch.stack(outputs, dim=1)
+
+    return CellLoop()
+
+
+# transformers: small configs (2 layers, width 64, 2-4 heads), inputs as transformers takes them.
+
+
+def _hf(model_class: str, config_class: str, field_name: str | None, **config: Any) -> Callable[[], Any]:
+    """``model_class(config_class(**config))``, returning one field of its output, or its whole
+    ``ModelOutput`` when ``field_name`` is ``None`` (as a user calls it)."""
+
+    def build() -> Any:
+        from srbench_models.hf import OutputOf
+
+        transformers = importlib.import_module("transformers")
+        model = getattr(transformers, model_class)(getattr(transformers, config_class)(**config))
+        return model if field_name is None else OutputOf(model, field_name)
+
+    return build
+
+
+def _hf_encoder(model_class: str, config_class: str, **config: Any) -> Callable[[], Any]:
+    """The encoder half of an encoder-decoder model (``model.get_encoder()``)."""
+
+    def build() -> Any:
+        from srbench_models.hf import OutputOf
+
+        transformers = importlib.import_module("transformers")
+        model = getattr(transformers, model_class)(getattr(transformers, config_class)(**config))
+        return OutputOf(model.get_encoder(), "last_hidden_state")
+
+    return build
+
+
+def _tokens(
+    vocab: int,
+    lengths: tuple[int, int] = (32, 20),
+    *,
+    extra: dict[str, Any] | None = None,
+    pixels: int | None = None,
+    decoder: tuple[int, int] | None = None,
+    labels: int | None = None,
+) -> Callable[[int], Any]:
+    """``input_ids`` and ``attention_mask`` (the last sequence padded), plus ``pixel_values`` of
+    that size, ``decoder_input_ids`` of those lengths, class ``labels`` below that count, and
+    ``extra`` keyword arguments (flags) when given."""
+
+    def make(shape: int) -> Any:
+        import torch
+
+        batch, length = _batch(shape), lengths[shape]
+        ids = torch.randint(0, vocab, (batch, length), generator=_seeded(shape))
+        attention = torch.ones(batch, length, dtype=torch.int64)
+        attention[-1, length - 4 :] = 0
+        kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=attention, **(extra or {}))
+        if pixels is not None:
+            kwargs["pixel_values"] = _randn(shape, batch, 3, pixels, pixels)
+        if decoder is not None:
+            kwargs["decoder_input_ids"] = torch.randint(0, vocab, (batch, decoder[shape]), generator=_seeded(shape))
+        if labels is not None:
+            kwargs["labels"] = torch.randint(0, labels, (batch,), generator=_seeded(shape))
+        return _call(**kwargs)
+
+    return make
+
+
+def _pixels(sizes: tuple[int, int], channels: int = 3) -> Callable[[int], Any]:
+    return lambda shape: _call(pixel_values=_randn(shape, _batch(shape), channels, sizes[shape], sizes[shape]))
+
+
+def _features(width: int, lengths: tuple[int, int]) -> Callable[[int], Any]:
+    return lambda shape: _call(input_features=_randn(shape, _batch(shape), width, lengths[shape]))
+
+
+def _wave(lengths: tuple[int, int]) -> Callable[[int], Any]:
+    return lambda shape: _call(input_values=_randn(shape, _batch(shape), lengths[shape]))
+
+
+ENCODER = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000)
+DECODER = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000)
+HF_TOLERANCE = dict(rtol=1e-4, atol=1e-4)
+
+
+def _transformers_models() -> list[OutsideModel]:
+    models: list[tuple[str, str, str, str | None, dict[str, Any], Callable[[int], Any]]] = [
+        ("hf_roberta", "RobertaModel", "RobertaConfig", "last_hidden_state", ENCODER, _tokens(1000)),
+        ("hf_albert", "AlbertModel", "AlbertConfig", "last_hidden_state", dict(ENCODER, embedding_size=32),
+         _tokens(1000)),
+        ("hf_electra", "ElectraModel", "ElectraConfig", "last_hidden_state", dict(ENCODER, embedding_size=32),
+         _tokens(1000)),
+        ("hf_gpt_neo", "GPTNeoForCausalLM", "GPTNeoConfig", "logits",
+         dict(hidden_size=64, num_layers=2, num_heads=4, vocab_size=1000, attention_types=[[["global", "local"], 1]],
+              window_size=8, bos_token_id=0, eos_token_id=0), _tokens(1000)),
+        ("hf_llama", "LlamaForCausalLM", "LlamaConfig", "logits",
+         dict(DECODER, num_key_value_heads=2), _tokens(1000)),
+        ("hf_mistral", "MistralForCausalLM", "MistralConfig", "logits",
+         dict(DECODER, num_key_value_heads=2, sliding_window=16), _tokens(1000)),
+        ("hf_opt", "OPTForCausalLM", "OPTConfig", "logits",
+         dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, ffn_dim=128, vocab_size=1000,
+              word_embed_proj_dim=64), _tokens(1000)),
+        ("hf_deit", "DeiTModel", "DeiTConfig", "last_hidden_state",
+         dict(ENCODER, image_size=32, patch_size=8), _pixels((32, 32))),
+        ("hf_swin", "SwinModel", "SwinConfig", "last_hidden_state",
+         dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4),
+         _pixels((32, 32))),
+        ("hf_regnet", "RegNetModel", "RegNetConfig", "pooler_output",
+         dict(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], groups_width=8), _pixels((48, 32))),
+        ("hf_mobilevit", "MobileViTModel", "MobileViTConfig", "last_hidden_state",
+         dict(image_size=64, hidden_sizes=[32, 40, 48], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64]),
+         _pixels((64, 64))),
+        ("hf_wav2vec2", "Wav2Vec2Model", "Wav2Vec2Config", "last_hidden_state",
+         dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+              conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+              num_conv_pos_embedding_groups=4, do_stable_layer_norm=True, feat_extract_norm="layer"),
+         _wave((4000, 2400))),
+        ("hf_bert_all_outputs", "BertModel", "BertConfig", None, dict(ENCODER, attn_implementation="eager"),
+         _tokens(1000, extra=dict(output_hidden_states=True, output_attentions=True))),
+        ("hf_clip", "CLIPModel", "CLIPConfig", None,
+         dict(text_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                               vocab_size=1000),
+              vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                 image_size=32, patch_size=8), projection_dim=16),
+         _tokens(1000, pixels=32)),
+        ("hf_t5_seq2seq", "T5ForConditionalGeneration", "T5Config", "logits",
+         dict(d_model=64, num_layers=2, num_heads=4, d_kv=16, d_ff=128, vocab_size=1000, decoder_start_token_id=0),
+         _tokens(1000, extra=dict(use_cache=False), decoder=(6, 4))),
+        ("hf_distilbert_loss", "DistilBertForSequenceClassification", "DistilBertConfig", "loss",
+         dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128, vocab_size=1000, num_labels=3), _tokens(1000, labels=3)),
+        ("hf_segformer", "SegformerForSemanticSegmentation", "SegformerConfig", "logits",
+         dict(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
+              decoder_hidden_size=32, num_labels=3), _pixels((32, 48))),
+        ("hf_llama_with_cache", "LlamaForCausalLM", "LlamaConfig", None, dict(DECODER, num_key_value_heads=2),
+         _tokens(1000)),
+    ]  # fmt: skip
+    cases = [
+        OutsideModel(name, f"transformers {cls}, small, {'its whole ModelOutput' if out is None else out}",
+                     _hf(cls, config_class, out, **cfg), inputs, **HF_TOLERANCE)
+        for name, cls, config_class, out, cfg, inputs in models
+    ]  # fmt: skip
+    cases += [
+        OutsideModel("hf_bart_encoder", "transformers BartModel's encoder (BartConfig, small)",
+                     _hf_encoder("BartModel", "BartConfig", d_model=64, encoder_layers=2, decoder_layers=2,
+                                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+                                 decoder_ffn_dim=128, vocab_size=1000), _tokens(1000), **HF_TOLERANCE),
+        OutsideModel("hf_whisper_encoder", "transformers WhisperModel's encoder (WhisperConfig, small)",
+                     _hf_encoder("WhisperModel", "WhisperConfig", d_model=64, encoder_layers=2, decoder_layers=2,
+                                 encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+                                 decoder_ffn_dim=128, num_mel_bins=16, max_source_positions=50, vocab_size=1000,
+                                 pad_token_id=0, bos_token_id=1, eos_token_id=1, decoder_start_token_id=1),
+                     _features(16, (100, 100)), **HF_TOLERANCE),
+    ]  # fmt: skip
+    return cases
+
+
+def outside_models() -> list[OutsideModel]:
+    """Every model of the sweep, torch.nn ones first."""
+    return _torch_models() + _transformers_models()
+
+
+# --------------------------------------------------------------------------------------------
+# The checks.
+# --------------------------------------------------------------------------------------------
+
+OPTION_SETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "no_out_variant": {"enable_out_variant": False},
+    "no_cleanup": {"cleanup_activations": False},
+    "managed_outputs": {"manage_output_tensors": True},
+    "decompose": {"decompose": True},
+}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:200]
+
+
+def _export_refusal(model: Any, inputs: Any) -> str | None:
+    """Why ``torch.export`` cannot capture the model at this call, or ``None`` when it can."""
+    import torch
+
+    try:
+        torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
+    except Exception as error:  # any refusal of export is the answer
+        return _first_line(error)
+    return None
+
+
+def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expected: Sequence[Any],
+                      options: Any, plugin: bool) -> tuple[Check, Any]:  # fmt: skip
+    """Prepare srbench on shape 0 under ``options`` and run the equivalence protocol; the runtime
+    is returned for timing."""
+    from srbench.measure.equivalence import EquivalenceError, check_equivalence
+    from srbench.runtimes import RuntimeOptions, get_runtime
+    from srbench.static import StaticModule
+
+    runtime: Any
+    try:
+        if plugin:
+            runtime = get_runtime("srbench")(model, calls[0], RuntimeOptions(**_fields(options)))
+        else:
+            runtime = StaticModule(model, calls[0], options, name=case.name).runtime()
+        check_equivalence(
+            runtime, calls[0], calls[1], expected[0], expected[1], rtol=case.rtol, atol=case.atol,
+            outputs_may_be_reused=options.manage_output_tensors,
+        )  # fmt: skip
+    except EquivalenceError as error:
+        return Check(Outcome.WRONG, _first_line(error)), None
+    except Exception as error:  # the sweep reports every failure and goes on
+        return Check(Outcome.ERROR, _first_line(error)), None
+    return Check(Outcome.EQUIVALENT), runtime
+
+
+def _fields(options: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+
+
+def _median_us(calls: dict[str, Callable[[], Any]], rounds: int, per_sample: int) -> dict[str, float]:
+    """Median microseconds per call of each contender, interleaved (order alternating per round)."""
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
+    for call in calls.values():  # warm-up
+        call()
+    for round_ in range(rounds):
+        for name in names if round_ % 2 else reversed(names):
+            start = time.perf_counter()
+            for _ in range(per_sample):
+                calls[name]()
+            samples[name].append((time.perf_counter() - start) / per_sample)
+    return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
+
+
+def sweep_one(case: OutsideModel, rounds: int) -> Row:
+    """Build one model, check it under every option set (and through the runtime plugin) and time it."""
+    import torch
+
+    from srbench.measure.equivalence import eager_answer
+    from srbench.options import StaticOptions
+
+    row = Row(case.name, case.description)
+    try:
+        torch.manual_seed(0)
+        model = case.build().eval()
+        calls = [case.make_inputs(0), case.make_inputs(1)]
+    except Exception as error:  # a model this transformers cannot build is reported
+        row.checks["build"] = Check(Outcome.UNAVAILABLE, _first_line(error))
+        return row
+    expected = [eager_answer(model, call) for call in calls]
+    refusal = _export_refusal(model, calls[0])
+    if refusal is not None:
+        row.checks["export"] = Check(Outcome.NOT_CAPTURABLE, refusal)
+        return row
+    timed = None
+    for name, changes in OPTION_SETS.items():
+        check, runtime = _check_option_set(model, case, calls, expected, StaticOptions(**changes), plugin=False)
+        row.checks[name] = check
+        if name == "default":
+            timed = runtime
+    row.checks["plugin"], _ = _check_option_set(model, case, calls, expected, StaticOptions(), plugin=True)
+    if timed is None or rounds <= 0:
+        return row
+    eager_call = calls[0].clone()
+
+    def eager() -> Any:
+        with torch.inference_mode():
+            return eager_call.call(model)
+
+    static_call = calls[0].clone()
+    single = _median_us({"eager": eager}, 3, 1)["eager"]
+    per_sample = max(1, int(2000 / max(single, 1.0)))  # samples of about 2 ms
+    medians = _median_us({"eager": eager, "srbench": lambda: static_call.call(timed)}, rounds, per_sample)
+    return replace(row, eager_us=medians["eager"], srbench_us=medians["srbench"])
+
+
+def _table(rows: Sequence[Row], markdown: bool) -> str:
+    header = ("model", "result (default, no_out_variant, no_cleanup, managed_outputs, decompose, plugin)", "eager us",
+              "srbench us", "srbench/eager")  # fmt: skip
+    lines = []
+    for row in rows:
+        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
+        eager = f"{row.eager_us:.0f}" if row.eager_us is not None else "-"
+        static = f"{row.srbench_us:.0f}" if row.srbench_us is not None else "-"
+        lines.append((row.name, row.summary(), eager, static, ratio))
+    if markdown:
+        out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(f"`{c}`" if i == 0 else c for i, c in enumerate(line)) + " |" for line in lines]
+        return "\n".join(out)
+    width = max(len(line[0]) for line in lines) if lines else 5
+    out = [f"{'model':<{width}}  {'eager us':>9} {'srbench us':>10} {'ratio':>6}  result"]
+    out += [f"{n:<{width}}  {e:>9} {s:>10} {r:>6}  {res}" for n, res, e, s, r in lines]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated model names (default: every model)")
+    parser.add_argument("--rounds", type=int, default=30, help="interleaved timing rounds per model (0: no timing)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
+    parser.add_argument("--json", metavar="FILE", help="also write every check and time as JSON")
+    parser.add_argument("--list", action="store_true", help="list the models and exit")
+    options = parser.parse_args(argv)
+
+    import torch
+
+    from srbench.runtimes import intra_op_threads
+
+    cases = outside_models()
+    if options.list:
+        for case in cases:
+            print(f"{case.name:<28} {case.description}")
+        return 0
+    if options.only:
+        wanted = options.only.split(",")
+        unknown = sorted(set(wanted) - {case.name for case in cases})
+        if unknown:
+            print(f"outside_models: unknown model {', '.join(unknown)}; see --list", file=sys.stderr)
+            return 2
+        cases = [case for case in cases if case.name in wanted]
+    rows = []
+    with intra_op_threads(1):
+        for case in cases:
+            start = time.perf_counter()
+            row = sweep_one(case, options.rounds)
+            rows.append(row)
+            took = time.perf_counter() - start
+            print(f"{row.name}: {row.summary()} [{took:.0f} s]", file=sys.stderr, flush=True)
+    print(f"torch {torch.__version__}, one intra-op thread, medians of {options.rounds} interleaved rounds")
+    print(_table(rows, options.markdown))
+    if options.json:
+        from srbench.fileio import atomic_write_text
+
+        atomic_write_text(options.json, json.dumps([row.to_json() for row in rows], indent=1))
+    return 1 if any(row.failed for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
