@@ -6,6 +6,7 @@ a batch of zero, a parameter the model writes in place under ``decompose``."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -141,3 +142,30 @@ def test_the_checker_compares_registered_dataclasses_by_their_fields():
     assert structure_difference(same, Outer(x, (x, x), Inner(x, (x,)))) is None
     shorter = Outer(x, (x,), Inner(x, (x,)))
     assert structure_difference(shorter, same) == "[1] has 1 elements, eager's 2"  # the second field
+
+
+class ConvolutionsThenView(nn.Module):
+    """A classifier head as older CNNs write it (``x.view(x.size(0), -1)``), and an
+    ``as_strided`` read of a convolution's result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.BatchNorm2d(8)
+        self.head = nn.Linear(8 * 36, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.relu(self.norm(self.conv(x)))
+        return self.head(y.view(y.shape[0], -1)), y.as_strided((y.shape[0], 8, 2, 2), (288, 36, 6, 1))
+
+
+def test_views_of_a_rewritten_convolution_read_it_as_captured(conformance, static_options):
+    """The fused convolution's result is channels-last: the view captured on a contiguous tensor
+    failed at prepare time ('view size is not compatible'), an as_strided would read other
+    elements. They now read a contiguous copy, and the rewrite stays applied."""
+    options = dataclasses.replace(static_options, measure_choices=False)  # kept whatever its speed
+    model = ConvolutionsThenView().eval()
+    module = conformance(model, (randn(1, 3, 6, 6),), (randn(2, 3, 6, 6, seed=1),), options)
+    fused = [rewrite.outcome.value for rewrite in module.prepared.rewrites if rewrite.pass_name == "fused_convolution"]
+    if torch.backends.mkldnn.is_available() and not options.decompose:
+        assert fused == ["applied"]

@@ -97,16 +97,75 @@ class Candidate:
 
 Pass = Callable[[PassContext], Iterable[Candidate]]
 
+aten = torch.ops.aten
+# Ops whose result depends on how their input is laid out, not only on its values: a view finds
+# its shape in the input's strides (and fails where it cannot), ``as_strided`` reads the memory as
+# it lies. ``torch.export`` records a ``reshape`` or ``flatten`` of a contiguous tensor as a view.
+_LAYOUT_BOUND = frozenset(
+    {
+        aten.view.default,
+        aten._unsafe_view.default,
+        aten.as_strided.default,
+        aten.view.dtype,
+        aten.view_as_complex.default,
+    }
+)
+# For each layout-bound op of the captured graph, the strides its input had when captured.
+Layouts = Mapping[str, tuple[int, ...]]
+
+
+class LayoutChanged(RuntimeError):
+    """A rewrite changed the layout of a layout-bound op's input to one that cannot be restored
+    by a contiguous copy."""
+
+
+def _captured_layouts(graph: torch.fx.Graph) -> dict[str, tuple[int, ...]]:
+    layouts = {}
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in _LAYOUT_BOUND and isinstance(node.args[0], torch.fx.Node):
+            meta = node.args[0].meta.get("val")
+            if isinstance(meta, torch.Tensor):
+                layouts[node.name] = tuple(meta.stride())
+    return layouts
+
+
+def _same_layout(shape: Sequence[int], stride: Sequence[int], wanted: Sequence[int]) -> bool:
+    """Whether ``stride`` and ``wanted`` lay a tensor of ``shape`` out alike (the stride of a
+    dimension of size 1 means nothing)."""
+    return all(size == 1 or a == b for size, a, b in zip(shape, stride, wanted))
+
+
+def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _in_layout(value: Any, wanted: tuple[int, ...]) -> Any:
+    """``value`` as a layout-bound op captured with input strides ``wanted`` must see it: as it is,
+    or copied contiguous where a rewrite upstream changed its layout (channels-last results of
+    oneDNN's convolutions, say); see :func:`_restore_layouts`, which does the same in the graph."""
+    if not isinstance(value, torch.Tensor) or _same_layout(value.shape, value.stride(), wanted):
+        return value
+    if not _same_layout(value.shape, _contiguous_strides(value.shape), wanted):
+        raise LayoutChanged(f"a rewrite changed the layout of a tensor read as laid out (strides {wanted})")
+    return value.clone(memory_format=torch.contiguous_format)
+
 
 def _record(
     graph_module: torch.fx.GraphModule,
     values: Mapping[str, Any],
     wanted: set[str],
     replaced: Sequence[Candidate] = (),
+    layouts: Layouts | None = None,
 ) -> dict[str, Any]:
     """Run the graph on ``values`` once and keep the values of the ``wanted`` nodes. The result
     of each ``replaced`` candidate's region is its replacement's instead, so what follows the
-    region computes on what the rewritten graph would give it."""
+    region computes on what the rewritten graph would give it; the layout-bound ops in
+    ``layouts`` read their input in the layout it was captured with, as they do once rewritten."""
+    layouts = layouts if layouts is not None else {}
     env: dict[str, Any] = {}
     kept: dict[str, Any] = {}
     nodes = list(graph_module.graph.nodes)
@@ -128,6 +187,8 @@ def _record(
         elif node.op == "call_function":
             args = torch.fx.node.map_arg(node.args, lambda arg: env[arg.name])
             kwargs = torch.fx.node.map_arg(node.kwargs, lambda arg: env[arg.name])
+            if node.name in layouts:
+                args = (_in_layout(args[0], layouts[node.name]), *args[1:])
             env[node.name] = node.target(*args, **kwargs)
         if node.name in wanted:
             kept[node.name] = env[node.name]
@@ -174,14 +235,14 @@ def _inputs_for_probe(context: PassContext) -> dict[str, Any]:
     }
 
 
-def _refresh_metadata(context: PassContext) -> None:
+def _refresh_metadata(context: PassContext, layouts: Layouts) -> None:
     """Give every op node the metadata of what it now computes (a rewrite may change layouts
     downstream: oneDNN's convolutions return channels-last tensors), from one run of the
     rewritten graph on the example values, as FakeTensors like ``torch.export``'s own."""
     graph = context.graph
     ops = {node.name for node in graph.nodes if node.op == "call_function"}
     with torch.no_grad():
-        values = _record(context.graph_module, _inputs_for_probe(context), ops)
+        values = _record(context.graph_module, _inputs_for_probe(context), ops, layouts=layouts)
     fake = FakeTensorMode()
     for node in graph.nodes:
         if node.name in values:
@@ -202,6 +263,14 @@ def _output_strides(graph: torch.fx.Graph) -> list[tuple[int, ...] | None]:
     return strides
 
 
+def _contiguous_copy(graph: torch.fx.Graph, node: torch.fx.Node, before: torch.fx.Node) -> torch.fx.Node:
+    meta = node.meta["val"]
+    with graph.inserting_before(before):
+        copy = graph.call_function(aten.clone.default, (node,), {"memory_format": torch.contiguous_format})
+    copy.meta["val"] = meta.clone(memory_format=torch.contiguous_format)
+    return copy
+
+
 def _keep_output_layouts(graph: torch.fx.Graph, strides: Sequence[tuple[int, ...] | None]) -> None:
     """Graph outputs whose strides a rewrite changed are copied back into their original layout."""
     output = next(node for node in graph.nodes if node.op == "output")
@@ -211,14 +280,27 @@ def _keep_output_layouts(graph: torch.fx.Graph, strides: Sequence[tuple[int, ...
         meta, wanted = node.meta.get("val"), strides[next(position)]
         if wanted is None or not isinstance(meta, torch.Tensor) or meta.stride() == wanted:
             return node
-        with graph.inserting_before(output):
-            copy = graph.call_function(
-                torch.ops.aten.clone.default, (node,), {"memory_format": torch.contiguous_format}
-            )
-        copy.meta["val"] = meta.clone(memory_format=torch.contiguous_format)
-        return copy
+        return _contiguous_copy(graph, node, output)
 
     output.args = torch.fx.node.map_arg(output.args, restore)
+
+
+def _restore_layouts(graph: torch.fx.Graph, layouts: Layouts) -> None:
+    """Layout-bound ops whose input a rewrite laid out otherwise read a contiguous copy of it, as
+    captured (a ``view`` of a channels-last convolution result would fail, an ``as_strided``
+    would read other elements); :func:`_in_layout` does the same when the graph is checked. One
+    copy per tensor, made before its first such reader."""
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in list(graph.nodes):
+        wanted = layouts.get(node.name) if node.op == "call_function" else None
+        source = node.args[0] if wanted is not None else None
+        meta = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        if not isinstance(meta, torch.Tensor) or _same_layout(meta.shape, meta.stride(), wanted or ()):
+            continue
+        assert isinstance(source, torch.fx.Node)
+        if source not in copies:
+            copies[source] = _contiguous_copy(graph, source, node)
+        node.args = (copies[source], *node.args[1:])
 
 
 def _rewrite(
@@ -244,7 +326,12 @@ def _rewrite(
 
 
 def _longest_faithful_prefix(
-    context: PassContext, accepted: Sequence[Candidate], expected: Mapping[str, Any], rtol: float, atol: float
+    context: PassContext,
+    accepted: Sequence[Candidate],
+    expected: Mapping[str, Any],
+    layouts: Layouts,
+    rtol: float,
+    atol: float,
 ) -> tuple[int, float]:
     """How many of ``accepted`` (in graph order) can be applied together with the model's outputs
     still within the tolerance of the unmodified graph's, and the largest output difference of
@@ -252,8 +339,13 @@ def _longest_faithful_prefix(
     is end to end; the prefix is found by bisection (a few runs of the graph)."""
 
     def difference(count: int) -> float:
-        with torch.no_grad():
-            got = _record(context.graph_module, _inputs_for_probe(context), set(expected), accepted[:count])
+        try:
+            with torch.no_grad():
+                got = _record(
+                    context.graph_module, _inputs_for_probe(context), set(expected), accepted[:count], layouts
+                )
+        except LayoutChanged:
+            return float("inf")
         if all(_within(got[name], want, rtol, atol) for name, want in expected.items()):
             return 0.0
         return max(_difference(got[name], want) for name, want in expected.items())
@@ -287,6 +379,7 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
     with torch.no_grad():
         recorded = _record(context.graph_module, _inputs_for_probe(context), wanted)
     output_strides = _output_strides(context.graph)
+    layouts = _captured_layouts(context.graph)
     taken: set[torch.fx.Node] = set()
     accepted: list[tuple[Candidate, float]] = []
     for candidate in checkable:
@@ -315,11 +408,11 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
         accepted.append((candidate, difference))
     expected = {name: recorded[name] for name in outputs}
     kept = [candidate for candidate, _ in accepted]
-    count, worst = _longest_faithful_prefix(context, kept, expected, rtol, atol)
+    count, worst = _longest_faithful_prefix(context, kept, expected, layouts, rtol, atol)
     partial = {c.pass_name for c in kept[count:] if c.whole_pass}
     if partial:  # a pass that must apply whole is cut: drop all of it, then check the rest again
         kept = [c for c in kept if c.pass_name not in partial]
-        count, _ = _longest_faithful_prefix(context, kept, expected, rtol, atol)
+        count, _ = _longest_faithful_prefix(context, kept, expected, layouts, rtol, atol)
     applied = {id(candidate) for candidate in kept[:count]}
     substitutes: dict[torch.fx.Node, torch.fx.Node] = {}
     for candidate, difference in accepted:
@@ -344,7 +437,8 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
             )
         )
     if applied:
-        _refresh_metadata(context)
+        _refresh_metadata(context, layouts)
+        _restore_layouts(context.graph, layouts)
         _keep_output_layouts(context.graph, output_strides)
     context.graph_module.graph.lint()
     context.graph_module.recompile()
