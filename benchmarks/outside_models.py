@@ -286,6 +286,20 @@ def _torch_models() -> list[OutsideModel]:
     def image_inputs(sizes: tuple[int, int], channels: int = 3) -> Callable[[int], Any]:
         return lambda shape: _call(_randn(shape, _batch(shape), channels, sizes[shape], sizes[shape]))
 
+    class VggLike(nn.Module):
+        """Conv-BN-ReLU stages and a classifier head written as older CNNs do: ``x.view(n, -1)``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.features = nn.Sequential(
+                block(3, 16, nn.BatchNorm2d), nn.MaxPool2d(2), block(16, 32, nn.BatchNorm2d), nn.MaxPool2d(2)
+            )
+            self.classifier = nn.Sequential(nn.Linear(32 * 8 * 8, 64), nn.ReLU(inplace=True), nn.Linear(64, 10))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.features(x)
+            return self.classifier(x.view(x.size(0), -1))
+
     class SeparableShuffle(nn.Module):
         """Depthwise-separable convolutions and a PixelShuffle upsampler (a super-resolution net)."""
 
@@ -465,6 +479,8 @@ def _torch_models() -> list[OutsideModel]:
                      Volume, lambda shape: _call(_randn(shape, _batch(shape), 3, 8, (32, 24)[shape], 32))),
         OutsideModel("unet_small", "UNet: InstanceNorm/GroupNorm, ConvTranspose2d, Upsample, skip cat",
                      UNet, image_inputs((64, 48))),
+        OutsideModel("vgg_view_head", "Conv-BN-ReLU stages, classifier on x.view(x.size(0), -1), 32x32",
+                     VggLike, image_inputs((32, 32))),
         OutsideModel("separable_shuffle", "depthwise-separable convs, Hardswish, PixelShuffle, interpolate",
                      SeparableShuffle, image_inputs((48, 32))),
         OutsideModel("embed_einsum_attention", "Embedding + einsum attention + masked_fill (causal, padding)",
