@@ -212,9 +212,10 @@ class _Fusions:
             compute=compute,
             build=build,
             new_constants=constants,
-            # oneDNN computes these channels-last on packed weights: a plain convolution left
-            # between them would reorder its weight and its input at every call
-            whole_pass=True,
+            # oneDNN computes these channels-last on packed weights: a plain convolution after one
+            # would reorder its weight and its input at every call (ResNet-50 with its first 9 of
+            # 53 fused: 1.95x eager's peak), while plain ones before the first cost nothing extra
+            tail_only=True,
         )
 
 
