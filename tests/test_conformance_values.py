@@ -149,14 +149,20 @@ def _reallocates(x, *, out):
     out.set_(torch.tanh(x))  # the right values, in memory of its own
 
 
+def _resizes(x, *, out):
+    torch.tanh(x.flatten(), out=out)  # torch resizes the 2-D buffer to 1-D (and warns) ...
+    out.resize_(x.shape)  # ... and this gives it its shape back, in the same memory
+
+
 @pytest.mark.parametrize(
     ("function", "reason"),
     [
         (_wrong_values, r"its values differ from the op's \(largest absolute difference 1\)"),
         (_raises, r"it raised ValueError: not today"),
         (_reallocates, r"it did not write into the out tensor it was given"),
+        (_resizes, r"it resized the out tensor it was given \(deprecated in torch"),
     ],
-    ids=["wrong-values", "raises", "reallocates"],
+    ids=["wrong-values", "raises", "reallocates", "resizes"],
 )
 def test_registered_out_variant_failing_its_check_is_reported(function, reason, one_thread):
     registry = OutVariantRegistry()
@@ -176,6 +182,22 @@ def test_registered_out_variant_that_works_gives_no_warning(one_thread):
         warnings.simplefilter("error", OutVariantWarning)
         module = StaticModule(Tanh(), (torch.randn(4, 3),), StaticOptions(), out_variants=registry)
     assert any(plan.call and plan.call.label == "registered aten::tanh" for plan in module.prepared.plans)
+
+
+def test_an_out_variant_that_resizes_its_buffer_is_not_used_and_nothing_warns(one_thread):
+    """``linear.out`` on a 1-D input computes a [1, n] result into the n-element buffer (torch
+    resizes it, warning that this is deprecated) and squeezes it back: right values, in place,
+    but a deprecation warning at every run; the op runs another way, silently."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module = StaticModule(model, (torch.randn(8),), StaticOptions(measure_choices=False))
+        runtime = module.runtime()
+        for _ in range(2):
+            x = torch.randn(8)
+            torch.testing.assert_close(runtime(x), model(x))
+    linear = next(plan for plan in module.prepared.plans if plan.kind == "aten::linear")
+    assert linear.call is None or linear.call.label != "aten.linear.out"
 
 
 @pytest.mark.parametrize("works", [True, False], ids=["used", "refused"])

@@ -253,10 +253,29 @@ def _best_time(run: Callable[[], Any], runs: int = 5) -> float:
 
 
 def _try(fn: Callable[[], Any]) -> tuple[bool, Any]:
-    try:
-        return True, fn()
-    except Exception as error:  # a candidate that cannot run is just not chosen
-        return False, error
+    """Run one trial of resolving: its result, or the error it raised (see :func:`_trial`)."""
+    ok, value, _ = _trial(fn)
+    return ok, value
+
+
+def _trial(fn: Callable[[], Any]) -> tuple[bool, Any, list[str]]:
+    """Run one trial of resolving: its result or the error it raised, and what torch warned.
+    The warnings are not shown: the op's own show when the model runs, and what they say about a
+    candidate is the resolver's to judge (:data:`_RESIZED`)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result: tuple[bool, Any] = (True, fn())
+        except Exception as error:  # a candidate that cannot run is just not chosen
+            result = (False, error)
+    return (*result, [str(warning.message) for warning in caught])
+
+
+# What torch warns when an out variant resizes the out tensor it was given, even if it gives it
+# back its shape (``linear.out`` on a 1-D input goes through a [1, n] result): deprecated, so
+# such a call would warn at every run and break in a later torch. Only calls through torch's
+# Python bindings raise it as a Python warning; the op's other out candidates are judged by it.
+_RESIZED = "was resized"
 
 
 def _matching_out_overload(op: torch._ops.OpOverload) -> tuple[torch._ops.OpOverload, tuple[str, ...]] | None:
@@ -657,22 +676,26 @@ class Resolver:
         device = self._device(node, reference)
         working = []
         for call in self._out_candidates(node, op):
+            registered = call.label.startswith(REGISTERED_LABEL)
             buffers = _poisoned_buffers(tensors, device)
             geometry = [(b.data_ptr(), b.shape, b.stride()) for b in buffers]
-            ok, error = _try(partial(invoke, call, self.env, buffers))
+            ok, error, warned = _trial(partial(invoke, call, self.env, buffers))
+            resized = any(_RESIZED in message for message in warned)
+            if resized and not registered:  # the op's own out kernel: every built-in candidate reaches it
+                return [(call, buffers) for call, buffers in working if call.label.startswith(REGISTERED_LABEL)]
             if not ok:
                 problem: str | None = f"it raised {type(error).__name__}: {_first_line(error)}"
             elif geometry != [(b.data_ptr(), b.shape, b.stride()) for b in buffers]:
                 problem = "it did not write into the out tensor it was given (it resized or replaced it)"
+            elif resized:
+                problem = "it resized the out tensor it was given (deprecated in torch: it would warn at every run)"
             elif reference is not None:
-                problem = _disagreement(
-                    _results(node, buffers), reference, check.for_candidate(call.label.startswith(REGISTERED_LABEL))
-                )
+                problem = _disagreement(_results(node, buffers), reference, check.for_candidate(registered))
             else:
                 problem = None
             if problem is None:
                 working.append((call, buffers))
-            elif call.label.startswith(REGISTERED_LABEL):
+            elif registered:
                 name = getattr(call.fn, "__qualname__", repr(call.fn))
                 warnings.warn(
                     f"registered out variant {name} for {op_kind(op)} (node {node.name!r}) is not used: "
