@@ -10,6 +10,9 @@ take out of the picture."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+
 import pytest
 import torch
 from torch import nn
@@ -213,18 +216,20 @@ class Chain(nn.Module):
         return x
 
 
-def shifted_adds(delta: float):
-    """A planted pass: every ``add`` is replaced by one that is off by ``delta``."""
+def shifted_adds(delta: float | Sequence[float], tail_only: bool = False):
+    """A planted pass: every ``add`` is replaced by one that is off by ``delta`` (or by the
+    deltas in turn, in graph order)."""
     from srbench.static.passes import Candidate
+
+    deltas = iter(delta) if isinstance(delta, Sequence) else itertools.repeat(delta)
 
     def run(context):
         for node in list(context.graph.nodes):
             if node.target is torch.ops.aten.add.Tensor:
-                source = node.args[0]
+                source, shift = node.args[0], 1.0 + next(deltas)
 
-                def build(graph, current, source=source):
-                    shifted = graph.call_function(torch.ops.aten.add.Tensor, (current(source), 1.0 + delta))
-                    return shifted
+                def build(graph, current, source=source, shift=shift):
+                    return graph.call_function(torch.ops.aten.add.Tensor, (current(source), shift))
 
                 yield Candidate(
                     "shifted_add",
@@ -232,11 +237,42 @@ def shifted_adds(delta: float):
                     "aten::add (shifted)",
                     region=(node,),
                     reads=(source,),
-                    compute=lambda values, source=source: values[source.name] + (1.0 + delta),
+                    compute=lambda values, source=source, shift=shift: values[source.name] + shift,
                     build=build,
+                    tail_only=tail_only,
                 )
 
     return run
+
+
+def _shifted_chain(deltas: Sequence[float], *, tail_only: bool = False) -> list:
+    """What becomes of the three shifted adds of :class:`Chain` at ``atol=1e-3``."""
+    from srbench.graph import capture
+    from srbench.static.passes import PassContext, apply_passes
+
+    model, x = Chain(), torch.zeros(4)
+    captured = capture(model, (x,))
+    values = {node.name: x for node in captured.graph.nodes if node.op == "placeholder"}
+    context = PassContext(captured.graph_module, model, captured.exported, values)
+    rewrites = apply_passes(context, [shifted_adds(deltas, tail_only)], rtol=0.0, atol=1e-3)
+    torch.testing.assert_close(
+        captured.graph_module(x)[0],
+        x + 3 + sum(delta for delta, r in zip(deltas, rewrites) if r.outcome is RewriteOutcome.APPLIED),
+    )
+    return [r.outcome for r in sorted(rewrites, key=lambda r: r.node)]
+
+
+@pytest.mark.parametrize(
+    ("deltas", "tail_only", "applied"),
+    [
+        ((4e-4, 4e-4, 8e-4), False, (True, True, False)),  # the prefix is longer
+        ((8e-4, 4e-4, 4e-4), False, (False, True, True)),  # the suffix is longer
+        ((4e-4, 4e-4, 8e-4), True, (False, False, True)),  # a tail-only pass: no plain one after a rewritten one
+    ],
+)
+def test_the_longer_faithful_prefix_or_suffix_applies(deltas, tail_only, applied):
+    outcomes = _shifted_chain(deltas, tail_only=tail_only)
+    assert outcomes == [RewriteOutcome.APPLIED if a else RewriteOutcome.REFUSED for a in applied]
 
 
 def test_rewrites_whose_errors_compound_beyond_the_tolerance_are_refused_end_to_end():

@@ -674,7 +674,7 @@ class Resolver:
             return []
         check = ResultCheck.of(op)
         device = self._device(node, reference)
-        working = []
+        working: list[tuple[Call, tuple[torch.Tensor, ...]]] = []
         for call in self._out_candidates(node, op):
             registered = call.label.startswith(REGISTERED_LABEL)
             buffers = _poisoned_buffers(tensors, device)
