@@ -77,7 +77,11 @@ def aliasing(outputs: Any, inputs: Inputs) -> list[tuple[str, list[str]]]:
     an input or output it is, how): what eager's answer and a runtime's must have in common."""
     named = [(f"input {path}", leaf) for path, leaf in inputs.with_paths()]
     named += [(f"output {pytree.keystr(path)}", leaf) for path, leaf in pytree.tree_flatten_with_path(outputs)[0]]
-    tensors = [(name, leaf) for name, leaf in named if isinstance(leaf, torch.Tensor) and leaf.numel()]
+    tensors = [
+        (name, leaf)
+        for name, leaf in named
+        if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided and leaf.numel()  # sparse: no storage
+    ]
     pattern = []
     for index, (name, tensor) in enumerate(tensors):
         if not name.startswith("output"):
@@ -91,6 +95,12 @@ def aliasing(outputs: Any, inputs: Inputs) -> list[tuple[str, list[str]]]:
                 overlaps.append(other_name + (" (the same view)" if same else " (overlapping)"))
         pattern.append((name, overlaps))
     return pattern
+
+
+@pytest.fixture(scope="session")
+def output_aliasing() -> Callable[[Any, Inputs], list[tuple[str, list[str]]]]:
+    """``output_aliasing(outputs, inputs)``: :func:`aliasing`, for tests with protocols of their own."""
+    return aliasing
 
 
 Protocol = Callable[..., StaticModule]

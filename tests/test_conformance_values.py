@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from srbench.memory.lifetimes import analyze_lifetimes
-from srbench.static import OutVariantRegistry, OutVariantWarning, StaticModule, StaticOptions
+from srbench.options import id_parts
+from srbench.static import InputSignatureError, OutVariantRegistry, OutVariantWarning, StaticModule, StaticOptions
 from srbench.static.choose import RunAs
 from srbench.static.resolve import ResultCheck
 
@@ -251,3 +252,49 @@ def test_complex32_results_are_compared_as_pairs_of_reals(one_thread):
     got = StaticModule(ToComplex32(), (x,)).runtime()(x)
     assert got.dtype == torch.complex32
     torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(ToComplex32()(x)))
+
+
+class SparseResults(torch.nn.Module):
+    """Sparse results of ops: one returned, one turned dense again inside the model."""
+
+    def forward(self, x):
+        return x.to_sparse(), (x * 3).to_sparse_csr().to_dense() + 1
+
+
+# decompose is left out: torch.export's run_decompositions cannot lower sparse results (torch 2.13)
+@pytest.mark.parametrize(
+    "options",
+    [
+        StaticOptions(enable_out_variant=out, cleanup_activations=c, manage_output_tensors=m)
+        for out in (True, False)
+        for c in (True, False)
+        for m in (True, False)
+    ],
+    ids=lambda o: "-".join(id_parts(o)),
+)
+def test_sparse_results_run_as_fallback_and_are_checked_densely(conformance, options):
+    """A sparse result has no strides to plan: the value check called ``torch.equal`` on it (no
+    sparse kernel) and preparing failed (OpInfo sweep: ``to_sparse``)."""
+    x = torch.randn(4, 3).relu()
+    module = conformance(SparseResults(), (x,), (torch.randn(5, 3).relu(),), options)
+    plans = {plan.node.name: plan.how for plan in module.prepared.plans}
+    assert plans["to_sparse"] is RunAs.FALLBACK
+
+
+def test_a_sparse_input_is_refused_before_any_op_runs():
+    class Dense(torch.nn.Module):
+        def forward(self, x):
+            return x.to_dense() + 1
+
+    with pytest.raises(InputSignatureError, match="input x is a sparse_csr tensor: the static runtime takes strided"):
+        StaticModule(Dense(), (torch.eye(3).to_sparse_csr(),))
+
+
+def test_complex_results_with_a_lazy_conjugate_are_compared_by_value(one_thread):
+    class Conjugate(torch.nn.Module):
+        def forward(self, x):
+            return torch.fft.ifft(x).conj()  # eager's result: a conjugate view, resolved lazily
+
+    (x,) = pair((8,))
+    got = StaticModule(Conjugate(), (x,)).runtime()(x)
+    torch.testing.assert_close(got, Conjugate()(x))

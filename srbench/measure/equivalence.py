@@ -125,8 +125,9 @@ def difference(output: str, actual: Any, expected: Any) -> Difference:
         return Difference(output, float("nan"), float("nan"))
     if actual.numel() == 0:
         return Difference(output, 0.0, 0.0)
-    a = actual.detach().to("cpu", torch.float64)
-    e = expected.detach().to("cpu", torch.float64)
+    a, e = (t.to_dense() if t.layout != torch.strided else t for t in (actual, expected))  # sparse: its values
+    a = a.detach().to("cpu", torch.float64)
+    e = e.detach().to("cpu", torch.float64)
     absolute = (a - e).abs()
     both_nan = a.isnan() & e.isnan()
     absolute = torch.where(both_nan, torch.zeros_like(absolute), absolute)

@@ -68,7 +68,10 @@ class LifetimeAnalysis:
 def has_static_geometry(value: torch.Tensor) -> bool:
     """Whether ``value``'s sizes, strides and offset are plain integers. A result whose size
     depends on data has unbacked symbolic sizes in the capture (``u0``): no memory can be set
-    aside for it ahead of the run."""
+    aside for it ahead of the run. Nor can it be for a sparse (or otherwise non-strided) result:
+    its memory is several tensors whose sizes depend on the number of stored values."""
+    if value.layout != torch.strided:
+        return False
     return all(isinstance(n, int) for n in (*value.shape, *value.stride(), value.storage_offset()))
 
 

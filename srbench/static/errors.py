@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 
 class InputSignatureError(TypeError):
-    """Inputs that do not match the prepared signature (number, type, dtype or device).
+    """Inputs that do not match the prepared signature (number, type, dtype or device), or that
+    the static runtime does not take (a sparse tensor).
 
     Raised before any op runs; the message shows the expected and the given signature.
     """

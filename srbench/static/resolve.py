@@ -169,12 +169,16 @@ def _disagreement(a: Any, b: Any, check: ResultCheck = ResultCheck.EXACT) -> str
         ):
             if got != want:
                 return f"its result has {what} {got}, the op's {want}"
+        if a.layout != b.layout:
+            return f"its result has layout {a.layout}, the op's {b.layout}"
+        if a.layout != torch.strided:  # sparse: no strides; values compared densely
+            return _disagreement(a.to_dense(), b.to_dense(), check)
         if check is ResultCheck.GEOMETRY:
             return None if a.stride() == b.stride() else f"its result has strides {a.stride()}, the op's {b.stride()}"
         if a.numel() == 0:
             return None
         if a.is_complex():  # as pairs of reals: not every complex dtype has ``equal`` (complex32 has not)
-            a, b = torch.view_as_real(a), torch.view_as_real(b)
+            a, b = (torch.view_as_real(t.resolve_conj()) for t in (a, b))  # a lazy conjugate: its values
         if check is ResultCheck.EXACT:
             if _bitwise_equal(a, b):
                 return None

@@ -26,6 +26,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from srbench.inputs import Inputs
+from srbench.static.errors import InputSignatureError
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,12 @@ class InputSignature:
         flat, structure = pytree.tree_flatten_with_path((canonical.args, dict(canonical.kwargs)))
         leaves = [leaf for _, leaf in flat]
         paths = tuple(_readable(keys, names) for keys, _ in flat)
+        for path, leaf in zip(paths, leaves):
+            if isinstance(leaf, torch.Tensor) and leaf.layout != torch.strided:
+                raise InputSignatureError(
+                    f"input {path} is a {str(leaf.layout).removeprefix('torch.')} tensor: the static runtime "
+                    "takes strided (dense) tensors as inputs (sparse results of ops inside the model are supported)"
+                )
         return cls(structure, tuple(_leaf(leaf) for leaf in leaves), paths, sharing_of(*leaves), tuple(names))
 
     @property
