@@ -169,3 +169,65 @@ def test_views_of_a_rewritten_convolution_read_it_as_captured(conformance, stati
     fused = [rewrite.outcome.value for rewrite in module.prepared.rewrites if rewrite.pass_name == "fused_convolution"]
     if torch.backends.mkldnn.is_available() and not options.decompose:
         assert fused == ["applied"]
+
+
+class MaskAnd(nn.Module):
+    """``&`` of boolean masks, whose result here is all False (an unwritten boolean buffer can
+    hold that by chance)."""
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        kept = pad.logical_not().to(torch.int64)
+        left_aligned = (kept.cummin(dim=1).values == kept).all()
+        return x.masked_fill(pad.unsqueeze(-1) & left_aligned, 0.0)
+
+
+def test_a_candidate_that_ignores_out_is_not_chosen(conformance, static_options):
+    """``torch.__and__`` (the binding of ``aten.__and__``) is Python's operator protocol: given
+    ``out=`` it returns NotImplemented and writes nothing. Boolean out buffers were not poisoned,
+    so where the memory happened to hold the answer the candidate passed, and later runs returned
+    stale masks: eager's answer or not depending on what memory held."""
+    pad = torch.zeros(3, 5, dtype=torch.bool)
+    pad[-1, -3:] = True
+    pad[0, 0] = True  # not left-aligned: the & is all False
+    module = conformance(MaskAnd(), (randn(3, 5, 4), pad), (randn(2, 4, 4, seed=1), pad[1:, 1:]), static_options)
+    labels = [plan.call.label for plan in module.prepared.plans if plan.call is not None and plan.call.out]
+    assert "torch.__and__" not in labels
+
+
+def test_boolean_out_buffers_are_poisoned_with_the_opposite_of_the_result():
+    from srbench.static.resolve import _poisoned_buffers
+
+    reference = torch.tensor([[True, False], [False, False]])
+    (buffer,) = _poisoned_buffers([reference], torch.device("cpu"), [reference])
+    assert torch.equal(buffer, reference.logical_not())
+
+
+def padding(batch: int, length: int, padded: int) -> torch.Tensor:
+    mask = torch.zeros(batch, length, dtype=torch.bool)
+    mask[-1, length - padded :] = True
+    return mask
+
+
+class PaddedEncoder(nn.Module):
+    """A stock ``nn.TransformerEncoder`` (nested tensors enabled, the default) with a final norm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        norm = nn.LayerNorm(16)
+        nn.init.normal_(norm.bias)  # norm(0) is not 0: eager's padded positions hold it
+        layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, norm=norm)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x, src_key_padding_mask=pad)
+
+
+def test_transformer_encoder_padding_as_eager_nested_path(conformance, static_options):
+    """Eager runs a padded batch through nested tensors and gives ``norm(0)`` at padded positions;
+    the traced graph computed them. The second call's padding is not at the end of a sequence,
+    where eager keeps the padded path: its values there."""
+    torch.manual_seed(0)
+    unaligned = padding(3, 5, 2)
+    unaligned[0, 0] = True
+    first = (randn(2, 6, 16), padding(2, 6, 3))
+    conformance(PaddedEncoder().eval(), first, (randn(3, 5, 16, seed=1), unaligned), static_options, atol=1e-5)

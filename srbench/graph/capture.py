@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+from srbench.graph.eager_paths import eager_inference_paths
 from srbench.inputs import Inputs
 
 # torch.export patches process-wide state (nn.Module attribute access, a tracing mode stack)
@@ -121,7 +122,7 @@ def capture(
     except TypeError as error:
         raise CaptureError(name, str(error)) from None
     try:
-        with _EXPORT_LOCK, torch.no_grad():
+        with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model):
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
             if decompose:
                 exported = exported.run_decompositions()

@@ -681,7 +681,7 @@ class Resolver:
         working: list[tuple[Call, tuple[torch.Tensor, ...]]] = []
         for call in self._out_candidates(node, op):
             registered = call.label.startswith(REGISTERED_LABEL)
-            buffers = _poisoned_buffers(tensors, device)
+            buffers = _poisoned_buffers(tensors, device, _tensors(reference))
             geometry = [(b.data_ptr(), b.shape, b.stride()) for b in buffers]
             ok, error, warned = _trial(partial(invoke, call, self.env, buffers))
             resized = any(_RESIZED in message for message in warned)
@@ -689,6 +689,8 @@ class Resolver:
                 return [(call, buffers) for call, buffers in working if call.label.startswith(REGISTERED_LABEL)]
             if not ok:
                 problem: str | None = f"it raised {type(error).__name__}: {_first_line(error)}"
+            elif error is NotImplemented:  # a Python operator's binding (torch.__and__) refusing out=
+                problem = "it returned NotImplemented"
             elif geometry != [(b.data_ptr(), b.shape, b.stride()) for b in buffers]:
                 problem = "it did not write into the out tensor it was given (it resized or replaced it)"
             elif resized:
@@ -723,10 +725,13 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _poisoned_buffers(likes: Sequence[torch.Tensor], device: torch.device) -> tuple[torch.Tensor, ...]:
+def _poisoned_buffers(
+    likes: Sequence[torch.Tensor], device: torch.device, references: Sequence[torch.Tensor] = ()
+) -> tuple[torch.Tensor, ...]:
     """Out buffers of ``likes``' geometries, as the slab gives them: views into one storage, each
-    at an aligned offset, filled with a value an op rarely produces (NaN, the largest integer), so
-    a candidate that leaves a buffer unwritten fails the check whatever the memory held. One
+    at an aligned offset, filled with a value an op rarely produces (NaN, the largest integer) or,
+    for booleans, which have no such value, the opposite of the op's own result (``references``),
+    so a candidate that leaves a buffer unwritten fails the check whatever the memory held. One
     storage because some kernels decide by storage identity (``linalg_qr``'s out kernel takes
     ``Q.is_alias_of(R)`` to mean that it computed in ``R``): buffers of their own would pass a
     check that the slab's views then fail."""
@@ -740,16 +745,22 @@ def _poisoned_buffers(likes: Sequence[torch.Tensor], device: torch.device) -> tu
         _poison(
             torch.empty(0, dtype=like.dtype, device=device).set_(
                 storage, offset // like.element_size(), like.shape, like.stride()
-            )
+            ),
+            references[index] if index < len(references) else None,
         )
-        for like, offset in zip(likes, offsets)
+        for index, (like, offset) in enumerate(zip(likes, offsets))
     )
 
 
-def _poison(buffer: torch.Tensor) -> torch.Tensor:
+def _poison(buffer: torch.Tensor, reference: torch.Tensor | None) -> torch.Tensor:
     if buffer.is_floating_point() or buffer.is_complex():
         buffer.fill_(float("nan"))
-    elif buffer.dtype != torch.bool:
+    elif buffer.dtype == torch.bool:  # either value is a result: the one the op did not give
+        if isinstance(reference, torch.Tensor) and reference.shape == buffer.shape:
+            buffer.copy_(reference.logical_not())
+        else:
+            buffer.fill_(True)
+    else:
         with contextlib.suppress(TypeError, RuntimeError):  # dtypes without integer limits stay as they are
             buffer.fill_(torch.iinfo(buffer.dtype).max)
     return buffer
