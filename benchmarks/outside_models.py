@@ -357,6 +357,18 @@ def _torch_models() -> list[OutsideModel]:
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
             return self.embedding(ids).sum(1)
 
+    class MaskLogic(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(16, 16)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y = self.linear(x)
+            low, high, odd = y < -0.5, y > 0.5, (torch.arange(16) % 2).bool()
+            kept = (low | high) & ~odd
+            flipped = kept ^ (y.abs() > 1.0)
+            return y.masked_fill(kept, 0.0), torch.where(flipped & (y.sum() > 0), y, -y)
+
     class MixedOutputs(nn.Module):
         """Returns a dict holding tensors, a tuple of tensors, a Python int and a float."""
 
@@ -501,6 +513,12 @@ def _torch_models() -> list[OutsideModel]:
                      _masked_encoder, lambda shape: _call(_randn(shape, _batch(shape), (20, 12)[shape], 64),
                                                           padding_mask(_batch(shape), (20, 12)[shape])),
                      atol=1e-4),
+        OutsideModel("transformer_encoder_nested", "nn.TransformerEncoder as constructed by default (nested "
+                     "tensors) + final norm, padding mask", _nested_encoder,
+                     lambda shape: _call(_randn(shape, _batch(shape), (20, 12)[shape], 64),
+                                         padding_mask(_batch(shape), (20, 12)[shape])), atol=1e-4),
+        OutsideModel("bool_mask_logic", "&, |, ^ and ~ of boolean masks, masked_fill and where on them",
+                     MaskLogic, features(16)),
         OutsideModel("lstm_cell_loop", "nn.LSTMCell unrolled in Python over 6 steps",
                      _cell_loop, seq(12, (6, 6))),
         OutsideModel("empty_batch", "mixed_outputs' model called with a batch of 2, then of 0",
@@ -519,6 +537,22 @@ def _masked_encoder() -> Any:
             super().__init__()
             layer = nn.TransformerEncoderLayer(64, 4, 128, activation="gelu", norm_first=True, batch_first=True)
             self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+        def forward(self, x: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+            return self.encoder(x, src_key_padding_mask=padding)
+
+    return Encoder()
+
+
+def _nested_encoder() -> Any:
+    import torch
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(64))
 
         def forward(self, x: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
             return self.encoder(x, src_key_padding_mask=padding)
