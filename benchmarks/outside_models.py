@@ -1,7 +1,7 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds about
-thirty models that are not in the zoo, offline and randomly initialised: stock ``torch.nn`` pieces
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 42
+models that are not in the zoo, offline and randomly initialised: stock ``torch.nn`` pieces
 and small hand-written models that exercise one semantic each (masks, recurrent layers, 1-D/3-D
 and transposed convolutions, normalisations, pixel shuffle, pytree inputs and outputs, in-place
 ops, view chains, indexing, sorting, float64 and int64 paths), and ``transformers`` models from
@@ -28,6 +28,8 @@ For each model, in one process, one model at a time, one intra-op thread:
     .venv/bin/python benchmarks/outside_models.py --markdown --json results/outside.json
 
 Exit status 0 when every capturable model is equivalent under every option set, 1 otherwise.
+What the sweep found, and what still fails, is in the README ("Models from outside the zoo"); each
+fix is kept by a test in ``tests/test_static_outside.py`` on the smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
