@@ -21,7 +21,7 @@ from srbench.planners._exact_search import (
     EXHAUSTED,
     FOUND,
     PREORDERINGS,
-    START_ORDERS,
+    SWEEP_ORDERS,
     SearchState,
     _schedulable,
     build_partition,
@@ -109,7 +109,7 @@ def test_the_search_decides_like_brute_force_with_alignment_and_shared_lifetimes
             part = build_partition(group, first, last, size)
             optimum = skyline_optimum([records[index] for index in group], alignment=4)
             for capacity in range(max(optimum - 4, part.lower_bound), optimum + 1):
-                for order in PREORDERINGS + START_ORDERS:
+                for order in PREORDERINGS + SWEEP_ORDERS:
                     scale = None if jitter is None else np_rng.uniform(1 - jitter, 1 + jitter, len(group))
                     state = SearchState(part, capacity, order, 4, scale)
                     assert state.run(10**7) == (FOUND if capacity >= optimum else EXHAUSTED), (records, capacity)

@@ -45,8 +45,9 @@ arrays so that numba can compile it:
   weaker "corner" inference: on seven generated instances near the capacity, restarted searches
   in start-led orders found a packing in 7 of 7 within 1.5M steps with it, in 4 of 7 without.
 
-Static orders are MiniMalloc's (:data:`PREORDERINGS`) or lead with the earliest start
-(:data:`START_ORDERS`), and may be randomised (each key but the start scaled by a factor near 1):
+Static orders are MiniMalloc's (:data:`PREORDERINGS`) or lead with the earliest start or the
+latest end (:data:`SWEEP_ORDERS`), and may be randomised (each key but those two scaled by a
+factor near 1):
 the driver restarts such searches on a schedule, see ``srbench.planners.exact``.
 
 The search is iterative with explicit undo trails, and all of its state lives in
@@ -79,18 +80,20 @@ _NO_KEY = -1
 _INFINITY = np.iinfo(np.int64).max // 4
 
 # Static orders tried round-robin, as MiniMalloc does: each letter is a descending sort key.
-# W: lifetime width, A: area (width x size), T: the largest section total the buffer is part of.
+# W: lifetime width, A: area (width x size), T: the largest section total the buffer is part of,
+# Z: size; S and E (below) sort by the first section, ascending, and by the end, descending.
 PREORDERINGS = ("WAT", "TAW", "TWA")
-# Orders led by S, the earliest start (never randomised): among buffers that can go equally
-# low, the one starting first in time goes first, so the search fills each offset from left to
-# right in time, as bottom-left fill does in rectangle packing, and a section left uncovered
-# below the others is seen (schedule inference) as soon as the search has passed it, instead
-# of after every other buffer that could go there was tried. On generated instances packed
-# near the capacity this turned searches that found nothing in 3M steps into ones that find a
-# packing (randomised and restarted), where MiniMalloc's orders stay the better ones on its own
-# instances: the driver runs both families.
-START_ORDERS = ("SWA", "STA", "SAT", "SWT")
-_LETTERS = "WATZS"  # the keys a static order may use, by code
+# Orders led by S, the earliest start, or by E, the latest end (neither randomised): among
+# buffers that can go equally low, the one starting first (ending last) in time goes first, so
+# the search fills each offset from left to right (right to left) in time, as bottom-left fill
+# does in rectangle packing, and a section left uncovered below the others is seen (schedule
+# inference) as soon as the search has passed it, instead of after every other buffer that could
+# go there was tried. On generated instances packed near the capacity, restarted searches in
+# these orders find packings where MiniMalloc's find none in 3M steps; MiniMalloc's orders stay
+# the better ones on its own instances, so the driver runs both families. Which direction finds
+# a packing first varies from instance to instance: the two alternate.
+SWEEP_ORDERS = ("SWA", "EWA", "STA", "ETA", "SAT", "EAT", "SWT", "EWT")
+_LETTERS = "WATZSE"  # the keys a static order may use, by code
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,11 @@ class Partition:
             "T": self.largest_total,
             "Z": self.size,
             "S": -self.section_lo,
+            "E": self.section_hi,
         }
         scale = np.ones(self.size.shape[0]) if jitter is None else jitter
         keys = [np.arange(self.size.shape[0])] + [
-            -columns[letter] * (1 if letter == "S" else scale) for letter in reversed(heuristic)
+            -columns[letter] * (1 if letter in "SE" else scale) for letter in reversed(heuristic)
         ]
         order = np.lexsort(keys)
         rank = np.empty_like(order)
@@ -496,8 +500,10 @@ def _rank_pieces(start_ptr, by_start, size, width, section_lo, section_hi, lette
                     keys[index] = -_range_max(total, section_lo[buffer], section_hi[buffer]) * jitter[buffer]
                 elif letter == 3:
                     keys[index] = -size[buffer] * jitter[buffer]
-                else:
+                elif letter == 4:
                     keys[index] = section_lo[buffer]
+                else:
+                    keys[index] = -section_hi[buffer]
             order = order[np.argsort(keys[order], kind="mergesort")]
         for position in range(found):
             buffer = members[order[position]]
