@@ -1,0 +1,310 @@
+"""Op-level conformance on ops srbench has not seen: PyTorch's OpInfo database.
+
+PyTorch tests its own backends op by op with ``op_db`` (``torch.testing._internal``): every
+OpInfo knows which dtypes it supports and makes sample inputs for them. Here each OpInfo that
+supports float32 on the CPU (and a rotating few in int64 and bool) becomes a one-op model: its
+sample's tensors are the model's inputs, its Python scalars, lists and dtypes constants of the
+model. The model is prepared by :class:`~srbench.static.StaticModule` and run beside eager on the
+sample, on fresh values of the same shapes (the same sample drawn under another seed), on the
+sample again, and on a sample of another shape where the OpInfo makes one, under the default
+options and under each option that changes how results are written (a rotating one per op, to
+keep the sweep's time down). Outputs must agree with eager's in values, dtype, shape and strides
+(sizes of one excepted), alias inputs and each other as eager's do, and leave inputs as eager
+leaves them; outputs the caller holds must survive the next run.
+
+Exclusions are read from what happened, never from a list: an OpInfo without a sample for the
+dtype, or whose every sample eager itself refuses, is skipped; one that ``torch.export`` cannot
+capture is an expected failure with the capture's reason classified (``torch.export`` is tried
+directly, so a failure of srbench's own is never mistaken for one of the capture). Ops whose
+results have no specified values (``empty``-like, random) are compared by geometry only, as
+srbench itself checks them (:class:`~srbench.static.resolve.ResultCheck`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from torch.utils import _pytree as pytree
+
+from srbench.inputs import Inputs
+from srbench.measure.equivalence import compare, structure_difference
+from srbench.static import InputSignatureError, StaticModule, StaticOptions
+from srbench.static.resolve import ResultCheck
+
+op_db = pytest.importorskip(
+    "torch.testing._internal.common_methods_invocations", reason="PyTorch's OpInfo database needs expecttest"
+).op_db
+
+# The options that change how results are written, beside the defaults; each OpInfo runs under
+# the defaults and one of these, in turn, so that every option meets a third of the ops.
+OPTION_VARIANTS = (
+    StaticOptions(enable_out_variant=False),
+    StaticOptions(cleanup_activations=False),
+    StaticOptions(manage_output_tensors=True),
+)
+# Non-float dtypes for a rotating sample of the ops that support them (every n-th such op).
+EXTRA_DTYPES = {torch.int64: 8, torch.bool: 8}
+SAMPLES_TRIED = 4  # samples tried, in order, for one that eager runs and torch.export captures
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """One OpInfo at one dtype, and the options it runs under besides the defaults."""
+
+    op: Any  # an OpInfo
+    dtype: torch.dtype
+    variant: StaticOptions
+
+    @property
+    def id(self) -> str:
+        name = self.op.name + (f".{self.op.variant_test_name}" if self.op.variant_test_name else "")
+        return f"{name}-{str(self.dtype).removeprefix('torch.')}"
+
+
+def _cases() -> list[OpCase]:
+    cases = []
+    seen: dict[torch.dtype, int] = dict.fromkeys(EXTRA_DTYPES, 0)
+    for index, op in enumerate(op_db):
+        dtypes = op.supported_dtypes("cpu")
+        variant = OPTION_VARIANTS[index % len(OPTION_VARIANTS)]
+        if torch.float32 in dtypes:
+            cases.append(OpCase(op, torch.float32, variant))
+        for dtype, every in EXTRA_DTYPES.items():
+            if dtype in dtypes:
+                if seen[dtype] % every == 0:
+                    cases.append(OpCase(op, dtype, OPTION_VARIANTS[seen[dtype] // every % len(OPTION_VARIANTS)]))
+                seen[dtype] += 1
+    return cases
+
+
+CASES = _cases()
+
+
+class OneOp(torch.nn.Module):
+    """``op(sample.input, *sample.args, **sample.kwargs)`` as a module: the sample's tensors are
+    the module's inputs (in pytree order), everything else is a constant of the module."""
+
+    def __init__(self, op: Callable[..., Any], spec: pytree.TreeSpec, constants: list[Any]) -> None:
+        super().__init__()
+        self.op, self.spec, self.constants = op, spec, constants
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        given = iter(tensors)
+        leaves = [next(given) if leaf is _TENSOR else leaf for leaf in self.constants]
+        first, args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        return self.op(first, *args, **kwargs)
+
+
+_TENSOR = object()  # where a tensor goes among a sample's leaves
+
+
+@dataclass(frozen=True)
+class SampleCall:
+    """One sample split into the module's constants and its tensor inputs."""
+
+    spec: pytree.TreeSpec
+    constants: list[Any]
+    tensors: tuple[torch.Tensor, ...]
+
+    @classmethod
+    def of(cls, sample: Any) -> SampleCall:
+        leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
+        constants = [_TENSOR if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+        return cls(spec, constants, tuple(leaf for leaf in leaves if isinstance(leaf, torch.Tensor)))
+
+    def same_call(self, other: SampleCall) -> bool:
+        """Whether ``other`` is a call of the same module (structure, constants, dtypes)."""
+        return (
+            self.spec == other.spec
+            and _same_constants(self.constants, other.constants)
+            and [t.dtype for t in self.tensors] == [t.dtype for t in other.tensors]
+        )
+
+    @property
+    def shapes(self) -> list[tuple[int, ...]]:
+        return [tuple(t.shape) for t in self.tensors]
+
+
+def _same_constants(a: list[Any], b: list[Any]) -> bool:
+    try:
+        return len(a) == len(b) and all(x is y or (type(x) is type(y) and bool(x == y)) for x, y in zip(a, b))
+    except Exception:  # constants that cannot be compared (say, callables) are not the same
+        return False
+
+
+def _samples(case: OpCase, seed: int) -> list[SampleCall]:
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return [SampleCall.of(s) for s in case.op.sample_inputs("cpu", case.dtype, requires_grad=False)]
+
+
+def _eager_runs(model: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> Exception | None:
+    try:
+        with torch.no_grad():
+            model(*Inputs(tensors).clone().args)
+    except Exception as error:
+        return error
+    return None
+
+
+# How torch.export's refusals read, classified: (reason, a pattern of the error's type and text).
+CAPTURE_REFUSALS = (
+    ("a Python value read from a tensor's data (item, bool)", r"DataDependentOutputException"),
+    ("a result whose shape depends on data, without a fake kernel", r"DynamicOutputShapeException"),
+    ("data-dependent control flow or size", r"data.dependent|GuardOnDataDependent|unbacked|Could not guard"),
+    ("an op without a fake (meta) kernel", r"UnsupportedOperatorException|fake|meta"),
+)
+
+
+def capture_refusal(error: BaseException) -> str:
+    """A short classified reason for ``torch.export`` refusing a model, from its error."""
+    text = f"{type(error).__name__}: {error}"
+    reason = next((r for r, pattern in CAPTURE_REFUSALS if re.search(pattern, text, re.IGNORECASE)), None)
+    if reason is None:
+        reason = (str(error).strip().splitlines() or [""])[0][:100]
+    return f"torch.export cannot capture: {reason} ({type(error).__name__})"
+
+
+def _export_refusal(model: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> str | None:
+    """Why ``torch.export`` itself refuses ``model`` on these inputs, or ``None`` if it captures
+    it and its own program returns what eager returns (structure and leaf types: a ``torch.Size``
+    comes back from an exported program as a tuple)."""
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(model, Inputs(tensors).clone().args, strict=False)
+            answers = exported.module()(*Inputs(tensors).clone().args), model(*Inputs(tensors).clone().args)
+    except Exception as error:
+        return capture_refusal(error)
+    difference = structure_difference(*answers)
+    return None if difference is None else f"torch.export's own program answers otherwise: {difference}"
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """The module of one OpInfo and its calls: the sample, fresh values of the same shapes, and
+    (where the OpInfo makes one) a sample of other shapes."""
+
+    model: OneOp
+    first: Inputs
+    fresh: Inputs
+    other: Inputs | None
+
+
+def op_call(case: OpCase) -> OpCall:
+    """The OpInfo's first sample that eager runs and torch.export captures, with its fresh twin
+    and another shape; skips or xfails with the reason if there is none."""
+    samples, redrawn = _samples(case, seed=0), _samples(case, seed=1)
+    if not samples:
+        pytest.skip(f"OpInfo has no {case.dtype} sample on the CPU")
+    eager_refusal: Exception | None = None
+    export_refusal: str | None = None
+    for index, call in enumerate(samples[:SAMPLES_TRIED]):
+        model = OneOp(case.op.op, call.spec, call.constants)
+        if (error := _eager_runs(model, call.tensors)) is not None:
+            eager_refusal = eager_refusal or error
+            continue
+        if any(t.layout != torch.strided for t in call.tensors):
+            with pytest.raises(InputSignatureError, match="takes strided"):  # refused clearly, before any op runs
+                StaticModule(model, Inputs(call.tensors))
+            pytest.xfail("srbench takes strided inputs only (README known limits): a sparse input")
+        if (reason := _export_refusal(model, call.tensors)) is not None:
+            export_refusal = export_refusal or reason
+            continue
+        twin = redrawn[index] if index < len(redrawn) else None
+        fresh = twin if twin is not None and twin.same_call(call) and twin.shapes == call.shapes else None
+        others = (s for s in samples if s.same_call(call) and s.shapes != call.shapes)
+        other = next(
+            (s for s in others if _eager_runs(model, s.tensors) is None and _export_refusal(model, s.tensors) is None),
+            None,
+        )
+        first = Inputs(call.tensors)
+        return OpCall(model, first, Inputs(fresh.tensors) if fresh else first, Inputs(other.tensors) if other else None)
+    if export_refusal is not None:
+        pytest.xfail(export_refusal)
+    pytest.skip(f"eager refuses the first samples: {type(eager_refusal).__name__}: {eager_refusal}"[:200])
+
+
+def geometry(tensor: torch.Tensor) -> tuple[Any, ...]:
+    """What a result must keep when its values are unspecified: shape, dtype, device, and the
+    layout, and the strides of the dimensions longer than one (the others' strides mean nothing)."""
+    strided = tensor.layout == torch.strided and tensor.numel() > 1
+    strides = tuple(s for n, s in zip(tensor.shape, tensor.stride()) if n > 1) if strided else ()
+    return tuple(tensor.shape), tensor.dtype, tensor.device, tensor.layout, strides
+
+
+def check_geometry(actual: Any, expected: Any, run: str) -> None:
+    got, want = pytree.tree_leaves(actual), pytree.tree_leaves(expected)
+    assert len(got) == len(want), f"{run}: {len(got)} outputs, eager's {len(want)}"
+    for index, (a, e) in enumerate(zip(got, want)):
+        if isinstance(e, torch.Tensor):
+            assert isinstance(a, torch.Tensor), f"{run}: output {index} is a {type(a).__name__}, eager's a tensor"
+            assert geometry(a) == geometry(e), f"{run}: output {index}: {geometry(a)} where eager has {geometry(e)}"
+
+
+def unspecified_values(module: StaticModule) -> bool:
+    """Whether the prepared graph has an op whose values are unspecified (``empty``-like) or
+    random: its results are compared by geometry only, as srbench checks them itself (an OpInfo
+    may seed the generator in Python before a random op, ``wrapper_set_seed``, which fixes eager's
+    answer but is not part of the captured graph)."""
+    return any(
+        isinstance(plan.node.target, torch._ops.OpOverload) and ResultCheck.of(plan.node.target) is ResultCheck.GEOMETRY
+        for plan in module.prepared.plans
+    )
+
+
+def _held(outputs: Any) -> Any:
+    return pytree.tree_map_only(torch.Tensor, torch.clone, outputs)
+
+
+def run_protocol(
+    call: OpCall, options: StaticOptions, aliasing: Callable[[Any, Inputs], Any], *, rtol: float, atol: float
+) -> bool:
+    """Prepare ``call.model`` under ``options`` and run it beside eager on every call; raise on
+    the first difference, naming the run and the options. Returns whether results were compared
+    by geometry only (an op with unspecified or random values)."""
+    module = StaticModule(call.model, call.first.clone(), options, name="op")
+    runtime = module.runtime()
+    by_geometry = unspecified_values(module)
+    runs = [("sample", call.first), ("fresh values", call.fresh), ("sample again", call.first)]
+    runs += [("another shape", call.other)] if call.other is not None else []
+    held: list[tuple[str, Any, Any]] = []
+    for name, inputs in runs:
+        run = f"{name} under {options}"
+        eager_inputs, runtime_inputs = inputs.clone(), inputs.clone()
+        with torch.no_grad():
+            expected = eager_inputs.call(call.model)
+        got = runtime_inputs.call(runtime)
+        if by_geometry:
+            check_geometry(got, expected, run)
+            check_geometry(runtime_inputs.args, eager_inputs.args, f"{run}: inputs after the call")
+        else:
+            compare(got, expected, rtol=rtol, atol=atol, run=run)
+            compare(runtime_inputs.args, eager_inputs.args, rtol=0, atol=0, run=f"{run}: inputs after the call")
+            check_geometry(got, expected, run)  # strides too
+        assert aliasing(got, runtime_inputs) == aliasing(expected, eager_inputs), f"{run}: aliasing differs"
+        if not options.manage_output_tensors and not by_geometry:
+            for earlier, output, saved in held:
+                compare(output, saved, rtol=0, atol=0, run=f"{run}: the output of {earlier!r}, held by the caller")
+            held.append((name, got, _held(got)))
+    return by_geometry
+
+
+@pytest.mark.filterwarnings("ignore")  # deprecated ops, experimental dtypes: eager's warnings, not srbench's
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_opinfo_matches_eager(
+    case: OpCase,
+    one_thread: None,
+    output_aliasing: Callable[[Any, Inputs], Any],
+    record_property: Callable[[str, object], None],
+) -> None:
+    call = op_call(case)
+    record_property("fresh_values", call.fresh is not call.first)
+    record_property("another_shape", call.other is not None)
+    for options in (StaticOptions(), case.variant):
+        by_geometry = run_protocol(call, options, output_aliasing, rtol=1e-5, atol=1e-6)
+    record_property("by_geometry", by_geometry)
