@@ -153,6 +153,20 @@ def test_restarts_follow_the_luby_sequence():
     assert [exact._luby(index) for index in range(1, 16)] == [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]
 
 
+def test_restarted_searches_get_the_work_they_are_given():
+    """A restarted search stops early at each restart; the driver must count what it spent, not
+    the slice it asked for (it once gave the restarts a few percent of their share)."""
+    instance = hard_instance(9)  # no packing at the capacity within these steps in these orders
+    table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
+    (group,) = time_groups(table[0], table[1])
+    part = build_partition(group, *table)
+    restarts = exact._Restarts(part, instance.capacity, 1, PREORDERINGS, 1.0)
+    minimizer = exact._Minimizer([part], [], 0, part.lower_bound, 1, time.process_time, 0.0, float("inf"))
+    assert minimizer.run(restarts, 30_000) not in (FOUND, EXHAUSTED)
+    assert restarts.restarts >= 3  # 2,000 steps, then 2,000 and 4,000 (Luby)
+    assert 30_000 <= restarts.steps == minimizer.steps < 31_000
+
+
 def test_the_same_records_give_the_same_plan():
     records = read_records(DATA / "C.1048576.csv")
     first, second = (exact.plan(records, alignment=1, time_limit=30) for _ in range(2))
