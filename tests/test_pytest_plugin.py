@@ -296,6 +296,9 @@ INTERRUPTIONS = """
 
     STOP = os.environ["SRBENCH_TEST_STOP"]  # "<signal> <when>"
     SIGNAL, WHEN = STOP.split()
+    # Ctrl-C as a terminal delivers it: a process started in the background by a shell without job
+    # control (CI launched with `&`) inherits SIGINT ignored, and Python then installs no handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     calls = []
 
     def pytest_runtest_call(item):
