@@ -15,9 +15,10 @@ def test_profile_prints_an_aligned_table(capsys):
     torch.set_num_threads(threads)
     out = capsys.readouterr().out
     assert "Static runtime profile of 'mlp', 3 iterations" in out
-    assert "out-variant nodes" in out and "4 of 5" in out
-    # managed tensors (two elementwise results written over their inputs: 8 KiB), slab and arena bytes
-    assert "4 (8 KiB)" in out and "8 KiB / 0 B" in out
+    assert "out-variant nodes" in out and "5 of 5" in out  # the output's too: it hosts the first layer's result
+    # managed tensors (two elementwise results written over their inputs: 8 KiB), slab, arena and
+    # hosted bytes (the first layer's result planned into the output's bytes)
+    assert "4 (8 KiB)" in out and "4 KiB / 0 B / 4 KiB" in out
     header = next(line for line in out.splitlines() if line.startswith("node kind"))
     first_row = out.splitlines()[out.splitlines().index(header) + 1]
     mean = first_row.split()[1]  # the numbers end where their header ends: an aligned table
@@ -30,7 +31,7 @@ def test_profile_json_is_machine_readable(capsys):
     torch.set_num_threads(threads)
     data = json.loads(capsys.readouterr().out)
     assert data["model"] == "mlp" and data["iterations"] == 2
-    assert data["out_variant_nodes"] == 4 and data["managed_tensors"] == 4
+    assert data["out_variant_nodes"] == 5 and data["managed_tensors"] == 4 and data["hosted_bytes"] == 4096
     assert {node["kind"] for node in data["nodes"]} == {"aten::linear", "aten::relu"}
 
 

@@ -56,7 +56,8 @@ def test_a_segment_whose_first_writer_runs_no_code_is_taken_at_the_start():
 
 class Funnel(nn.Module):
     """Large intermediates first, then small ones, then a large output: a slab held whole until
-    the last small read would sit under the output."""
+    the last small read would sit under the output. (The output is smaller than the large
+    intermediates, so they cannot be planned into its bytes instead: srbench.memory.hosting.)"""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = torch.tanh(x)
@@ -64,7 +65,7 @@ class Funnel(nn.Module):
         c = a * b  # written over a (srbench.static.reuse); a and b die here
         s = c.sum(0)  # the default planner puts the small ones below b's bytes: a cut there
         t = torch.tanh(s) * s
-        return torch.outer(t, t)
+        return torch.outer(t[:256], t)
 
 
 @pytest.fixture
@@ -82,11 +83,11 @@ def test_segments_are_given_back_early_and_the_run_gives_eager_s_values(funnel_i
     for x in (funnel_input, torch.randn(512, 1024)):
         assert torch.equal(runtime(x), model(x))
     assert runtime.slab_bytes == 0
-    output_bytes = 1024 * 1024 * 4
+    output_bytes = 256 * 1024 * 4
     peak = observe_allocations(lambda: runtime(funnel_input)).peak_bytes
     # held whole until the last small read, the slab would sit under the output
     assert peak < prepared.slab_bytes + output_bytes
-    assert peak <= 2 * MIB + output_bytes + 64 * 1024
+    assert peak <= max(prepared.slab_bytes, 2 * MIB + output_bytes) + 64 * 1024
     profile = runtime.profile((funnel_input,), iterations=3, warmup=1)
     assert profile.slab_alloc_ms >= 0 and profile.slab_free_ms >= 0
 

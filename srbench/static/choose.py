@@ -158,11 +158,19 @@ class Chooser:
         constant_nodes: set[str],
         device: torch.device,
         reuses: Mapping[str, str] | None = None,
+        *,
+        hosts: frozenset[str] = frozenset(),
+        hosted: frozenset[str] = frozenset(),
     ):
         """``reuses``: nodes that write their result over a dying input, to the input's node
-        (:mod:`srbench.static.reuse`; ``analysis`` gives them that input's storage)."""
+        (:mod:`srbench.static.reuse`; ``analysis`` gives them that input's storage). ``hosts``:
+        output storages a single-result out variant may write (allocated by the run, see
+        :mod:`srbench.static.hosting`); ``hosted``: intermediates placed in them. Tensors of both
+        are made at every run, so nothing made from them is made once per runtime."""
         self.graph = graph
         self.reuses = reuses or {}
+        self.hosts = hosts
+        self.per_run = hosts | hosted
         self.resolutions = resolutions
         self.analysis = analysis
         self.options = options
@@ -183,7 +191,12 @@ class Chooser:
         values = list(meta) if isinstance(meta, (list, tuple)) else [meta]
         return (
             bool(storages)
-            and all(s is not None and s in self.allowed and s not in self.unmanageable for s in storages)
+            and all(
+                s is not None
+                and (s in self.allowed or (s in self.hosts and len(storages) == 1))
+                and s not in self.unmanageable
+                for s in storages
+            )
             and all(isinstance(v, torch.Tensor) and v.device == self.device for v in values)
         )
 
@@ -217,7 +230,7 @@ class Chooser:
                 and self._can_manage(node, storages)
                 and not _out_is_slower(resolution)
             ):
-                if len(storages) == 1:
+                if len(storages) == 1 and storages[0] not in self.per_run:
                     self.fixed.add(node.name)
                 return NodePlan(node, RunAs.OUT, kind, resolution.out, storages)
             if resolution.fallback is not None:

@@ -31,6 +31,7 @@ from srbench.observe.record import node_label
 from srbench.static.calls import Call, Const
 from srbench.static.choose import NodePlan, RunAs
 from srbench.static.errors import inference_only_error
+from srbench.static.hosting import RunBuffer
 from srbench.static.page_release import release_pages
 from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
 from srbench.static.slab_schedule import Release, SlabLayout
@@ -227,7 +228,11 @@ class CodeWriter:
         *,
         returned_inputs: Mapping[int, ReturnedInput] | None = None,
         disjoint_inputs: bool = False,
+        run_buffers: Sequence[RunBuffer] = (),
     ):
+        """``run_buffers``: outputs the run allocates before the intermediates they host, and
+        those intermediates (:mod:`srbench.static.hosting`): locals made at every run, each right
+        before the first line that writes it."""
         self.graph = graph
         self.plans = {plan.node.name: plan for plan in plans}
         self.order = list(plans)
@@ -252,6 +257,8 @@ class CodeWriter:
         self.static_nodes: dict[str, str] = {}
         self.static_views: list[StaticView] = []
         self.locals: set[str] = set()
+        self.run_buffers = {buffer.storage: buffer for buffer in run_buffers}
+        self.made: set[str] = set()  # run buffers whose line is written
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -281,12 +288,55 @@ class CodeWriter:
     def managed_name(self, storage: str | None) -> str:
         if storage is None:  # the chooser manages a node only when every result has a storage
             raise ValueError("a managed result without a storage")
+        if storage in self.run_buffers:
+            return self.run_buffer_name(storage)
         for name, owner in self.managed_globals.items():
             if owner == storage:
                 return name
         name = self.names.fresh(f"m_{storage}")
         self.managed_globals[name] = storage
         return name
+
+    def run_buffer_name(self, storage: str) -> str:
+        name = "h_" + "".join(c if c.isalnum() or c == "_" else "_" for c in storage)
+        self.locals.add(name)
+        return name
+
+    def make_run_buffers(self, storages: Sequence[str | None]) -> list[str]:
+        """The lines making the run buffers among ``storages`` not made yet (a hosted tensor's
+        host first): a host allocated as eager allocates the output, a hosted tensor a view of the
+        host's storage (the host tensor itself where the geometry is the host's, no call; else
+        ``as_strided`` where the dtypes agree, one call; ``set_`` otherwise, two)."""
+        lines: list[str] = []
+        for storage in storages:
+            buffer = self.run_buffers.get(storage) if storage is not None else None
+            if buffer is None or storage in self.made:
+                continue
+            self.made.add(buffer.storage)
+            name = self.run_buffer_name(buffer.storage)
+            device = self.constant(buffer.device, "device")
+            dtype = self.constant(buffer.dtype, "dtype")
+            if buffer.host is None:
+                empty = self.constant(torch.empty_strided, "empty_strided")
+                lines.append(f"{name} = {empty}({buffer.shape!r}, {buffer.stride!r}, dtype={dtype}, device={device})")
+                continue
+            lines += self.make_run_buffers([buffer.host])
+            host = self.run_buffers[buffer.host]
+            itemsize = torch.empty((), dtype=buffer.dtype).element_size()
+            start = buffer.offset // itemsize + buffer.storage_offset
+            host_name = self.run_buffer_name(host.storage)
+            if (buffer.dtype, buffer.shape, buffer.stride, start) == (host.dtype, host.shape, host.stride, 0):
+                lines.append(f"{name} = {host_name}")  # the host's own geometry: the host tensor itself
+            elif buffer.dtype == host.dtype:
+                lines.append(f"{name} = {host_name}.as_strided({buffer.shape!r}, {buffer.stride!r}, {start})")
+            else:
+                empty = self.constant(torch.empty, "empty")
+                storage_of = f"{host_name}.untyped_storage()"
+                lines.append(
+                    f"{name} = {empty}(0, dtype={dtype}, device={device})"
+                    f".set_({storage_of}, {start}, {buffer.shape!r}, {buffer.stride!r})"
+                )
+        return lines
 
     # -- lines ----------------------------------------------------------------------------------
 
@@ -326,10 +376,13 @@ class CodeWriter:
             self.expr[name] = self.static_nodes[name]
             return []
         if plan.how is RunAs.OUT:
+            made = self.make_run_buffers(plan.result_storages)
             outs = [self.managed_name(storage) for storage in plan.result_storages]
             if len(outs) == 1:
-                self.expr[name] = self.static_nodes[name] = outs[0]
-            return [self.call_text(plan.runs, outs)]
+                self.expr[name] = outs[0]
+                if plan.result_storages[0] not in self.run_buffers:
+                    self.static_nodes[name] = outs[0]
+            return [*made, self.call_text(plan.runs, outs)]
         if plan.how is RunAs.OUT_FRESH:
             outs, allocate = self.fresh_buffers(plan)
             self.locals.update(outs)

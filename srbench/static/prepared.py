@@ -33,6 +33,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from srbench.graph import CapturedGraph, capture
 from srbench.graph.subgraph import Subgraph, capture_subgraph
 from srbench.inputs import Inputs
+from srbench.memory.hosting import NO_HOSTING, Hosting, plan_hosting, validate_hosting
 from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes, has_static_geometry
 from srbench.memory.records import TensorUsageRecord
 from srbench.options import StaticOptions
@@ -43,6 +44,7 @@ from srbench.static.blocks import control_flow_blocks
 from srbench.static.choose import Chooser, NodePlan, RunAs, written_storages
 from srbench.static.codegen import CodeWriter, Program, ReturnedInput
 from srbench.static.errors import UnsupportedOpError
+from srbench.static.hosting import RunBuffer, hostable, output_hosts, run_buffers
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import resolve
@@ -90,6 +92,19 @@ class PreparedGraph:
     schedule: Schedule | None = None  # the scheduler's answer, when several streams were asked for
     # a tentative multistream program's one-stream twin, until prepare time measures which is faster
     one_stream: PreparedGraph | None = None
+    hosting: Hosting | None = None  # intermediates planned into the run's fresh outputs
+
+    @property
+    def hosted_results(self) -> int:
+        """Results written into hosted intermediates (an elementwise op writing over its dying
+        input counts as one more, as in ``managed``)."""
+        hosted = set(self.hosting.placement) if self.hosting else set()
+        return sum(1 for p in self.plans if p.how is RunAs.OUT and hosted.intersection(p.result_storages))
+
+    @property
+    def hosted_bytes(self) -> int:
+        """Bytes of the intermediates planned into the outputs' storage (:mod:`srbench.memory.hosting`)."""
+        return self.hosting.hosted_bytes if self.hosting else 0
 
     @property
     def streams_used(self) -> int:
@@ -110,14 +125,16 @@ class PreparedGraph:
 
     @property
     def managed_bytes(self) -> int:
+        """Bytes of the intermediates srbench plans: in the slab, or hosted in outputs."""
         managed = {tensor.storage for tensor in self.managed}
-        return sum(record.size for record in self.analysis.records if record.id in managed)
+        return sum(record.size for record in self.analysis.records if record.id in managed) + self.hosted_bytes
 
     @property
     def managed_share(self) -> float:
         """Of the bytes the ops produce as intermediates (results, not views, that no graph
-        output is), the share written into the slab. Counted per result, not per storage: a
-        result written over its dying input (:mod:`srbench.static.reuse`) counts as its own."""
+        output is), the share srbench plans: written into the slab, or into an output's bytes
+        (hosted, :mod:`srbench.memory.hosting`). Counted per result, not per storage: a result
+        written over its dying input (:mod:`srbench.static.reuse`) counts as its own."""
         intermediate = {record.id for record in self.analysis.records}
         managed = produced = 0
         for plan in self.plans:
@@ -224,12 +241,15 @@ _Writer = TypeVar("_Writer", bound=CodeWriter)
 
 @dataclass(frozen=True)
 class _Choice:
-    """How every node runs, and the lifetimes and slab and arena records that follows from."""
+    """How every node runs, and the lifetimes and slab and arena records that follow from it;
+    with ``hosting``, the intermediates planned into outputs and the tensors a run makes for them."""
 
     analysis: LifetimeAnalysis
     plans: tuple[NodePlan, ...]
     slab_records: tuple[TensorUsageRecord, ...]
     arena_records: tuple[TensorUsageRecord, ...]
+    hosting: Hosting = NO_HOSTING
+    run_buffers: tuple[RunBuffer, ...] = ()
 
 
 def _plan(records: Sequence[TensorUsageRecord], planner: str) -> PlanResult | None:
@@ -314,22 +334,83 @@ def prepare_graph(
     aliases = {node: r.aliases for node, r in resolutions.items() if r.aliases}
     analysis = analyze_lifetimes(graph, aliases=aliases) if aliases else schema_analysis
 
-    def choose(reuse: bool) -> _Choice:
+    plain_plans = Chooser(graph, resolutions, analysis, options, constant_nodes, device).plans()
+    reuses = dying_input_reuses(graph, plain_plans, analysis)
+    # planned again with each such result in its input's storage
+    reused = analyze_lifetimes(graph, aliases={**aliases, **reuses}) if reuses else analysis
+
+    def choose(reuse: bool, hosting: Hosting = NO_HOSTING) -> _Choice:
         """How every node runs; with ``reuse``, elementwise results written over dying inputs
-        (one stream only: see :mod:`srbench.static.reuse`)."""
-        chosen = analysis
-        plans = Chooser(graph, resolutions, chosen, options, constant_nodes, device).plans()
-        reuses = dying_input_reuses(graph, plans, chosen) if reuse else {}
-        if reuses:  # planned again with each such result in its input's storage
-            chosen = analyze_lifetimes(graph, aliases={**aliases, **reuses})
-            plans = Chooser(graph, resolutions, chosen, options, constant_nodes, device, reuses).plans()
-        managed_ids = {s for p in plans if p.how is RunAs.OUT for s in p.result_storages}
+        (one stream only: see :mod:`srbench.static.reuse`); with ``hosting``, intermediates
+        planned into outputs (one stream only: see :mod:`srbench.memory.hosting`)."""
+        chosen = reused if reuse else analysis
+        hosts = frozenset(plan.host.id for plan in hosting.plans)
+        hosted = frozenset(hosting.placement)
+        if reuse and (reuses or hosting.plans):
+            chooser = Chooser(
+                graph, resolutions, chosen, options, constant_nodes, device, reuses, hosts=hosts, hosted=hosted
+            )
+            plans = chooser.plans()
+        else:
+            plans = plain_plans
+        managed_ids = {s for p in plans if p.how is RunAs.OUT for s in p.result_storages} - hosts - hosted
         return _Choice(
             chosen,
             tuple(plans),
             tuple(r for r in chosen.records if r.id in managed_ids),
             tuple(r for r in chosen.output_records if r.id in managed_ids),
+            hosting,
+            run_buffers(plans, hosting) if hosting.plans else (),
         )
+
+    steps = [node.name for node in graph.nodes]
+    lazy = page_release.supported(device)  # pages of large segments given back lazily
+
+    def slab_held(records: Sequence[TensorUsageRecord]) -> list[int]:
+        """Bytes a slab of ``records`` holds at each step: whole, or in the segments cleanup
+        takes and gives back (every node counted as one that runs code)."""
+        plan = _plan(records, options.planner)
+        total = plan.plan.total_bytes if plan is not None else 0
+        if plan is None or not options.cleanup_activations:
+            return [total] * len(steps)
+        return slab_layout(steps, records, plan.plan.offsets, total, frozenset(steps), lazy).held(steps)
+
+    def with_hosting(single: _Choice, plan: PlanResult | None) -> tuple[_Choice, PlanResult | None]:
+        """``single`` (one stream) with intermediates planned into the outputs a run allocates
+        anyway, where the estimated peak of a run falls (:mod:`srbench.memory.hosting`); the slab
+        plan that goes with it."""
+        if options.manage_output_tensors or not options.enable_out_variant or not single.slab_records:
+            return single, plan
+        outputs = single.analysis.output_records
+        probe = Chooser(
+            graph,
+            resolutions,
+            single.analysis,
+            options,
+            constant_nodes,
+            device,
+            reuses,
+            hosts=frozenset(record.id for record in outputs),
+        ).plans()
+        hosts = output_hosts(probe, single.analysis, {name: step for step, name in enumerate(steps)})
+        if not hosts:
+            return single, plan
+        slab_ids = {record.id for record in single.slab_records}
+        hosting = plan_hosting(
+            single.slab_records,
+            hostable(single.plans, slab_ids),
+            hosts,
+            unplanned=[record for record in single.analysis.records if record.id not in slab_ids],
+            outputs=outputs,
+            held=slab_held,
+            planner=options.planner,
+        )
+        if not hosting.plans:
+            return single, plan
+        choice = choose(reuse=True, hosting=hosting)
+        hosted_plan = _plan(choice.slab_records, options.planner)
+        validate_hosting(choice.slab_records, hosted_plan.plan if hosted_plan else None, outputs, hosting)
+        return choice, hosted_plan
 
     out_spec = captured.exported.call_spec.out_spec
     returned_inputs = _returned_inputs(graph, mutations, user_inputs, analysis)
@@ -348,6 +429,7 @@ def prepare_graph(
             signature,
             returned_inputs=returned_inputs,
             disjoint_inputs=disjoint_inputs,
+            run_buffers=choice.run_buffers,
         )
 
     def cleanup_of(plan: PlanResult | None) -> int | None:
@@ -358,9 +440,7 @@ def prepare_graph(
     ) -> SlabLayout | None:
         if not options.cleanup_activations or plan is None:
             return None
-        steps = [node.name for node in graph.nodes]
         runs_code = frozenset(name for name, _ in bodies)
-        lazy = page_release.supported(device)
         return slab_layout(steps, choice.slab_records, plan.plan.offsets, plan.plan.total_bytes, runs_code, lazy)
 
     def prepared_with(
@@ -380,13 +460,15 @@ def prepare_graph(
             device=device,
             seconds=time.perf_counter() - start,
             rewrites=rewrites,
+            hosting=choice.hosting if choice.hosting.plans else None,
             **streams,
         )
 
     def one_stream(choice: _Choice, **streams: Any) -> PreparedGraph:
+        choice, plan = with_hosting(choice, _plan(choice.slab_records, options.planner))
         writer = writer_of(CodeWriter, choice)
         bodies = writer.node_bodies()
-        plan, output_plan = _plan(choice.slab_records, options.planner), _plan(choice.arena_records, options.planner)
+        output_plan = _plan(choice.arena_records, options.planner)
         program = writer.assemble(bodies, slab_cleanup(choice, plan, bodies))
         return prepared_with(choice, plan, output_plan, program, **streams)
 

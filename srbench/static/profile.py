@@ -94,6 +94,7 @@ class OpProfile:
     managed_bytes: int
     slab_bytes: int
     output_arena_bytes: int
+    hosted_bytes: int  # intermediates planned into the outputs' bytes (srbench.memory.hosting)
     rewrites: tuple[Rewrite, ...] = ()  # prepare-time rewrites, applied or refused with the reason
 
     def to_dict(self) -> dict:
@@ -118,7 +119,10 @@ class OpProfile:
                 f"{self.native_nodes} / {self.fallback_nodes} / {self.static_nodes} / {self.folded_nodes}",
             ),
             ("managed tensors", f"{self.managed_tensors} ({format_bytes(self.managed_bytes)})"),
-            ("slab / output arena", f"{format_bytes(self.slab_bytes)} / {format_bytes(self.output_arena_bytes)}"),
+            (
+                "slab / output arena / hosted in outputs",
+                " / ".join(format_bytes(n) for n in (self.slab_bytes, self.output_arena_bytes, self.hosted_bytes)),
+            ),
         ]
         width = max(len(label) for label, _ in summary)
         lines = [f"Static runtime profile of {self.model!r}, {self.iterations} iterations"]
@@ -273,9 +277,10 @@ def profile_runtime(
         fallback_nodes=sum(1 for p in plans if p.how is RunAs.FALLBACK),
         static_nodes=sum(1 for p in plans if p.static),
         folded_nodes=sum(1 for p in plans if p.how is RunAs.CONSTANT),
-        managed_tensors=len(prepared.managed),
+        managed_tensors=len(prepared.managed) + prepared.hosted_results,
         managed_bytes=prepared.managed_bytes,
         slab_bytes=prepared.slab_bytes,
         output_arena_bytes=prepared.arena_bytes,
+        hosted_bytes=prepared.hosted_bytes,
         rewrites=prepared.rewrites,
     )

@@ -75,6 +75,22 @@ class SlabLayout:
         """One storage, taken at the start of the run and given back at its end."""
         return cls((SlabSegment(0, size),))
 
+    def held(self, steps: Sequence[str]) -> list[int]:
+        """Bytes the segments hold at each of ``steps`` (the graph's node names in order): a segment
+        from the step it is taken before to the step it is given back after (the run's ends where
+        those are ``None``), a lazily released one at every step (torch's allocator keeps counting
+        its bytes)."""
+        position = {name: index for index, name in enumerate(steps)}
+        held = [0] * len(steps)
+        for segment in self.segments:
+            first, last = 0, len(steps) - 1
+            if segment.release is Release.RESIZE:
+                first = position[segment.take_before] if segment.take_before is not None else first
+                last = position[segment.release_after] if segment.release_after is not None else last
+            for step in range(first, last + 1):
+                held[step] += segment.size
+        return held
+
     def locate(self, offset: int) -> tuple[int, int]:
         """The segment holding plan offset ``offset``, and the offset within it."""
         index = bisect.bisect_right([segment.start for segment in self.segments], offset) - 1
