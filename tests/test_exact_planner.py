@@ -13,13 +13,14 @@ import pytest
 
 from srbench.memory.instances import hard_instance
 from srbench.memory.minimalloc_csv import read_records
+from srbench.memory.records import MemoryPlan, lower_bound, validate_plan
 from srbench.memory.records import TensorUsageRecord as R
-from srbench.memory.records import lower_bound, validate_plan
 from srbench.memory.synthetic import synthetic_records
 from srbench.planners import best, exact, greedy_by_size, plan_memory
 from srbench.planners._exact_search import (
     EXHAUSTED,
     FOUND,
+    GAVE_UP,
     PREORDERINGS,
     SWEEP_ORDERS,
     SearchState,
@@ -117,6 +118,57 @@ def test_the_search_decides_like_brute_force_with_alignment_and_shared_lifetimes
     assert decided > 0  # some capacities had to be proven infeasible
 
 
+def test_a_backjumping_search_finds_only_packings_and_proves_nothing():
+    """Backjumping skips placements no failure below was blamed on, which may skip a packing: it
+    must never claim a capacity infeasible (GAVE_UP, not EXHAUSTED), and what it finds must fit.
+    On these small instances it still finds most packings at the optimum."""
+    rng = random.Random(5)
+    found = tried = 0
+    for _ in range(20):
+        records = [R(f"t{i}", first, first + rng.randint(0, 3), rng.randint(1, 9)) for i, first in
+                   enumerate(rng.randint(0, 5) for _ in range(8))]  # fmt: skip
+        first, last, size = (np.array([getattr(r, key) for r in records]) for key in ("first", "last", "size"))
+        for group in time_groups(first, last):
+            part = build_partition(group, first, last, size)
+            optimum = skyline_optimum([records[index] for index in group])
+            for capacity in (optimum - 1, optimum):
+                for order in SWEEP_ORDERS:
+                    state = SearchState(part, capacity, order, 1, None, backjump=True)
+                    status = state.run(10**6)
+                    # EXHAUSTED only where the lower bound alone proves it, before any search.
+                    assert status in ((FOUND, GAVE_UP) if capacity >= part.lower_bound else (EXHAUSTED,)), records
+                    if status == FOUND:
+                        assert capacity >= optimum
+                        members = [records[index] for index in group]
+                        offsets = dict(zip((r.id for r in members), state.offsets().tolist()))
+                        total = max(offsets[r.id] + r.size for r in members)
+                        assert total <= capacity
+                        validate_plan(members, MemoryPlan("backjumping", offsets, total), alignment=1)
+                    if capacity == optimum:
+                        tried += 1
+                        found += status == FOUND
+    assert found >= 0.9 * tried, (found, tried)
+
+
+def test_backjumping_fits_a_generated_instance_chronological_restarts_do_not():
+    """Seed 16's partition of 214 buffers did not fit within its capacity in 10 s before
+    backjumping: restarted searches in the sweeping orders thrashed below a placement made early
+    in another part of time. With conflict-directed backjumping the same restarts find a packing
+    within a step budget that, without it, they spend without finding one."""
+    instance = hard_instance(16)
+    table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
+    part = next(build_partition(g, *table) for g in time_groups(table[0], table[1]) if len(g) == 214)
+    outcomes = {}
+    for backjump in (True, False):
+        restarts = exact._Restarts(part, instance.capacity, 1, SWEEP_ORDERS, 1.0, backjump)
+        while restarts.steps < 200_000 and restarts.run(10_000) != FOUND:
+            pass
+        outcomes[backjump] = restarts.status == FOUND
+        if restarts.status == FOUND:
+            assert (restarts.offsets() + part.size).max() <= instance.capacity
+    assert outcomes == {True: True, False: False}
+
+
 def test_schedule_inference_is_exact_for_one_section():
     """Within a section the unplaced buffers stack one above another, each no lower than it can
     start: the check (Jackson's rule) must agree with trying every stacking order, so it never
@@ -160,7 +212,7 @@ def test_restarted_searches_get_the_work_they_are_given():
     table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
     (group,) = time_groups(table[0], table[1])
     part = build_partition(group, *table)
-    restarts = exact._Restarts(part, instance.capacity, 1, PREORDERINGS, 1.0)
+    restarts = exact._Restarts(part, instance.capacity, 1, PREORDERINGS, 1.0, False)
     minimizer = exact._Minimizer([part], [], 0, part.lower_bound, 1, time.process_time, 0.0, float("inf"))
     assert minimizer.run(restarts, 30_000) not in (FOUND, EXHAUSTED)
     assert restarts.restarts >= 3  # 2,000 steps, then 2,000 and 4,000 (Luby)
