@@ -169,6 +169,26 @@ def test_backjumping_fits_a_generated_instance_chronological_restarts_do_not():
     assert outcomes == {True: True, False: False}
 
 
+@pytest.mark.parametrize("max_entries", [exact.MAX_CONFLICT_ENTRIES, 0])
+def test_backjumping_only_at_the_capacity_asked_and_within_its_memory_budget(monkeypatch, max_entries):
+    """Conflict sets are quadratic in the buffers: a partition beyond the budget keeps every
+    search chronological; within it, the sweeping family backjumps at the capacity asked, and
+    never at a looser one of the minimiser's ladder."""
+    monkeypatch.setattr(exact, "MAX_CONFLICT_ENTRIES", max_entries)
+    instance = hard_instance(16)
+    table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
+    part = next(build_partition(g, *table) for g in time_groups(table[0], table[1]) if len(g) == 214)
+    start = exact._Incumbent(2 * instance.capacity, np.zeros(214, dtype=np.int64))
+    backjumping = {}
+    for capacity in (instance.capacity, instance.capacity + 4096):
+        minimizer = exact._Minimizer([part], [start], 0, part.lower_bound, 1, time.process_time, 0.0, float("inf"),
+                                     target=instance.capacity)  # fmt: skip
+        attempt = exact._Attempt(capacity)
+        minimizer.advance(attempt, 64)
+        backjumping[capacity] = [s.backjump for s in attempt.states[0] if isinstance(s, exact._Restarts)]
+    assert backjumping == {instance.capacity: [False, max_entries > 0], instance.capacity + 4096: [False, False]}
+
+
 def test_schedule_inference_is_exact_for_one_section():
     """Within a section the unplaced buffers stack one above another, each no lower than it can
     start: the check (Jackson's rule) must agree with trying every stacking order, so it never

@@ -179,6 +179,12 @@ def search_entries(first: np.ndarray, last: np.ndarray) -> int:
     return int(overlap_degrees(first, last).sum() + spans.sum())
 
 
+def conflict_entries(partition: Partition) -> int:
+    """How many entries a backjumping search of ``partition`` holds in its conflict sets."""
+    count = int(partition.size.shape[0])
+    return (count + 1) * (count // 64 + 1)
+
+
 def build_partition(group: np.ndarray, first: np.ndarray, last: np.ndarray, size: np.ndarray) -> Partition:
     """The partition of the buffers ``group`` (indices into ``first``, ``last``, ``size``)."""
     first, end, size = first[group], last[group] + 1, size[group]
@@ -326,7 +332,7 @@ class SearchState:
             rank=partition.preorder_rank(heuristic, jitter),
             rank_trail=np.zeros((2, 4 * count + 64), dtype=np.int64),
             placed_at=np.zeros(count, dtype=np.int64),
-            conflict=np.zeros((count + 1, count // 64 + 1) if backjump else (1, 1), dtype=np.int64),
+            conflict=np.zeros((count + 1, count // 64 + 1) if backjump else (1, 1), dtype=np.int64),  # conflict_entries
             ctl=np.zeros(_CTL_SLOTS, dtype=np.int64),
         )
         self.status = EXHAUSTED if partition.lower_bound > capacity else 0

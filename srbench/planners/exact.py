@@ -55,6 +55,7 @@ from srbench.planners._exact_search import (
     Partition,
     SearchState,
     build_partition,
+    conflict_entries,
     search_entries,
     time_groups,
 )
@@ -91,6 +92,10 @@ SEARCH_LIMIT_BYTES = 2**60
 SLICE_SECONDS = 0.02
 # The share of the time limit the starting heuristics may take when a search follows.
 START_SHARE = 0.5
+# Entries (8 bytes each) of a backjumping search's conflict sets, one bit per depth at each
+# depth, so quadratic in the buffers: beyond this (about 8,100 buffers, 8 MB) a partition's
+# restarted searches stay chronological.
+MAX_CONFLICT_ENTRIES = 1 << 20
 # Neighbour plus section-list entries of one partition (8 bytes each) beyond which it is not
 # searched: 8M entries are 64 MB, 10,000 inference-like tensors need under 1M.
 MAX_SEARCH_ENTRIES = 8_000_000
@@ -259,7 +264,7 @@ class _Minimizer:
                 # inputs have a packing there). At looser capacities of the ladder the chronological
                 # searches found packings it missed: minimising MiniMalloc's D (bound 0.94 of its
                 # capacity), backjumping everywhere ended at 1.065 of the capacity instead of 1.004.
-                tight = attempt.capacity in (self.target, self.floor)
+                tight = attempt.capacity in (self.target, self.floor) and conflict_entries(part) <= MAX_CONFLICT_ENTRIES
                 states: list[SearchState | _Restarts] = [
                     *(SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS),
                     *(
