@@ -23,7 +23,8 @@ taken from the same rounds. Per runtime, after timing:
 * **faults**: minor page faults per call (``resource.getrusage``), the cost of giving memory back
   to the OS and taking it again.
 * **managed**: for srbench, the share of the bytes of the graph's intermediate results (counted per op
-  result) its plan writes into the slab.
+  result) its plan writes into the slab or into an output's bytes (hosted intermediates,
+  ``srbench.memory.hosting``: planned by srbench like the slab's).
 
 Each runtime's outputs are checked against eager's under the model's tolerance (looser for the
 runtimes that fold batch norm, as in ``suites/full.yaml``); a mismatch is reported under the table.
@@ -65,7 +66,7 @@ class RuntimeRow:
     peak_bytes: int | None
     allocations: int | None
     page_faults: float
-    managed_share: float | None = None  # srbench: the share of intermediate results' bytes in the slab
+    managed_share: float | None = None  # srbench: the share of intermediate results' bytes it plans
     slab_bytes: int | None = None
     matches_eager: bool = True
 

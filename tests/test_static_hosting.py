@@ -12,7 +12,7 @@ from torch import nn
 from srbench.measure.memory import observe_allocations
 from srbench.memory.hosting import Host, Hosting, HostPlan, estimated_peak, plan_hosting, validate_hosting
 from srbench.memory.records import PlanError, TensorUsageRecord, lower_bound
-from srbench.planners import plan_memory
+from srbench.planners import plan_memory, planner_names
 from srbench.static import StaticModule, StaticOptions
 from srbench.zoo import load_zoo
 
@@ -157,6 +157,16 @@ class Chain(nn.Module):
 
 
 MODELS = {"many_outputs": ManyOutputs, "mixed": Mixed, "chain": Chain}
+
+
+@pytest.mark.parametrize("planner", planner_names())
+def test_every_planner_places_the_hosted_records(planner, one_thread):
+    torch.manual_seed(0)
+    model, x = Chain(), torch.randn(64, 64)
+    module = StaticModule(model, (x,), StaticOptions(planner=planner, measure_choices=False))
+    hosting = module.prepared.hosting
+    assert hosting is not None and all(plan.result.plan.planner == planner for plan in hosting.plans)
+    torch.testing.assert_close(module.runtime()(x), model(x))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

@@ -37,7 +37,7 @@ from srbench.memory.hosting import NO_HOSTING, Hosting, plan_hosting, validate_h
 from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes, has_static_geometry
 from srbench.memory.records import TensorUsageRecord
 from srbench.options import StaticOptions
-from srbench.planners import PlanResult, plan_memory
+from srbench.planners import DEFAULT_PLANNER, PlanResult, plan_memory
 from srbench.schedulers import Schedule
 from srbench.static import page_release
 from srbench.static.blocks import control_flow_blocks
@@ -368,8 +368,10 @@ def prepare_graph(
 
     def slab_held(records: Sequence[TensorUsageRecord]) -> list[int]:
         """Bytes a slab of ``records`` holds at each step: whole, or in the segments cleanup
-        takes and gives back (every node counted as one that runs code)."""
-        plan = _plan(records, options.planner)
+        takes and gives back (every node counted as one that runs code). An estimate, made with
+        the default planner: the one asked for may take seconds a plan (``exact``), and hosting
+        tries several sets of records; the slab that runs is planned with the one asked for."""
+        plan = _plan(records, DEFAULT_PLANNER)
         total = plan.plan.total_bytes if plan is not None else 0
         if plan is None or not options.cleanup_activations:
             return [total] * len(steps)
