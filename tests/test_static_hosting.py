@@ -133,12 +133,12 @@ class ManyOutputs(nn.Module):
 
 class Mixed(nn.Module):
     """Hosted intermediates of another dtype (``argmax``: int64 in a float32 output) and of
-    other shapes than the output's."""
+    other shapes than the output's, one of them detached in place (a view would refuse it)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         i = torch.argmax(x.view(64, 8, 8), dim=2)
         g = torch.gather(x, 1, i)
-        half = torch.tanh(x[:, :32])
+        half = torch.tanh(x[:, :32]).detach_()
         f = half.sum(1, keepdim=True) + g.sum(1, keepdim=True)
         return x * f
 

@@ -84,6 +84,8 @@ def totals(sbs: SideBySide) -> str:
                 )
             )
     rows.append(("srbench plan (slab)", format_bytes(sbs.slab_bytes), ""))
+    if sbs.hosted_bytes:
+        rows.append(("hosted in outputs", format_bytes(sbs.hosted_bytes), "intermediates planned into outputs' bytes"))
     rows.append(("lower bound", format_bytes(sbs.lower_bound), "planned intermediates"))
     lines.append(aligned_table(("PEAK", "BYTES", ""), rows, right_aligned=(1,)))
     for observation in (sbs.eager, sbs.srbench):
@@ -131,6 +133,7 @@ def to_json(sbs: SideBySide) -> dict[str, Any]:
         "eager": observation(sbs.eager),
         "srbench": observation(sbs.srbench),
         "slab_bytes": sbs.slab_bytes,
+        "hosted_bytes": sbs.hosted_bytes,
         "lower_bound": sbs.lower_bound,
         "nodes": [
             {

@@ -3,8 +3,10 @@
 For a zoo case this gathers: the estimate on fake tensors (:mod:`srbench.estimate`); eager
 observed node by node (:mod:`srbench.observe.eager`); srbench's static runtime prepared with the
 given options (its plan: which nodes write into the slab, and how many bytes each result takes
-there) and observed running (:mod:`srbench.observe.static`). The three captures of one model give
-the same node names, so a row is one node of the graph, in graph order.
+there; the lower bound is that of every intermediate it plans, in the slab or hosted in
+outputs' bytes, :mod:`srbench.memory.hosting`) and observed running
+(:mod:`srbench.observe.static`). The three captures of one model give the same node names, so a
+row is one node of the graph, in graph order.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from srbench.estimate import GraphEstimate, NodeKind, estimate_case
+from srbench.memory.records import lower_bound
 from srbench.observe.observation import NodeObservation, Observation
 from srbench.zoo import ModelCase
 
@@ -56,6 +59,7 @@ class SideBySide:
     slab_bytes: int
     lower_bound: int
     rows: tuple[NodeSideBySide, ...]
+    hosted_bytes: int = 0  # intermediates planned into outputs' bytes (srbench.memory.hosting)
 
 
 def _profile(records: Sequence, steps: int) -> list[int]:
@@ -129,13 +133,15 @@ def side_by_side(
                 srbench=ran,
             )
         )
-    plan_result = prepared.plan
+    # the intermediates srbench plans: the slab's, and those planned into outputs' bytes
+    planned = slab | set(prepared.hosting.placement if prepared.hosting else ())
     return SideBySide(
         model=case.name,
         estimate=estimate,
         eager=eager,
         srbench=srbench,
         slab_bytes=prepared.slab_bytes,
-        lower_bound=plan_result.lower_bound if plan_result is not None else 0,
+        lower_bound=lower_bound([record for record in prepared.analysis.records if record.id in planned]),
         rows=tuple(rows),
+        hosted_bytes=prepared.hosted_bytes,
     )

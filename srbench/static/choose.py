@@ -26,7 +26,7 @@ from srbench.static.resolve import Category, Resolution
 class RunAs(enum.Enum):
     """How one node runs; chosen once, at prepare time. The values are what profiles print."""
 
-    OUT = "out"  # its out variant writes into the slab (or the output arena)
+    OUT = "out"  # its out variant writes into the slab (or the output arena, or an output hosting intermediates)
     OUT_FRESH = "out_fresh"  # only an out variant works and nothing manages its results: fresh buffers each run
     NATIVE = "native"  # views, in-place ops, getitem, opaque calls: as they are, nothing allocated for them
     FALLBACK = "fallback"  # the op allocates its own results
@@ -142,8 +142,9 @@ class Chooser:
     """Chooses how each node runs once lifetimes are known.
 
     A functional op runs as out variant when enabled, all its results can live in the slab
-    (intermediates) or the output arena (outputs, with ``manage_output_tensors``), and it is not
-    clearly slower than the fallback; otherwise as fallback, or, if only an out variant works,
+    (intermediates) or the output arena (outputs, with ``manage_output_tensors``), or its one result
+    is an output the run allocates because it hosts intermediates (:mod:`srbench.static.hosting`),
+    and it is not clearly slower than the fallback; otherwise as fallback, or, if only an out variant works,
     into fresh tensors. A view or ``getitem`` whose
     inputs are fixed objects (constants, managed tensors, other such views) is made once per
     runtime instead of at every run, unless it is a graph output.

@@ -304,9 +304,10 @@ class CodeWriter:
 
     def make_run_buffers(self, storages: Sequence[str | None]) -> list[str]:
         """The lines making the run buffers among ``storages`` not made yet (a hosted tensor's
-        host first): a host allocated as eager allocates the output, a hosted tensor a view of the
-        host's storage (the host tensor itself where the geometry is the host's, no call; else
-        ``as_strided`` where the dtypes agree, one call; ``set_`` otherwise, two)."""
+        host first): a host allocated as eager allocates the output, a hosted tensor the host
+        tensor itself where it has the host's geometry (no call), else a tensor of its own set to
+        the host's storage (not an autograd view, as the slab's tensors are not: an in-place
+        ``detach_`` refuses views; two calls, three where the dtypes differ)."""
         lines: list[str] = []
         for storage in storages:
             buffer = self.run_buffers.get(storage) if storage is not None else None
@@ -328,7 +329,9 @@ class CodeWriter:
             if (buffer.dtype, buffer.shape, buffer.stride, start) == (host.dtype, host.shape, host.stride, 0):
                 lines.append(f"{name} = {host_name}")  # the host's own geometry: the host tensor itself
             elif buffer.dtype == host.dtype:
-                lines.append(f"{name} = {host_name}.as_strided({buffer.shape!r}, {buffer.stride!r}, {start})")
+                lines.append(
+                    f"{name} = {host_name}.new().set_({host_name}, {start}, {buffer.shape!r}, {buffer.stride!r})"
+                )
             else:
                 empty = self.constant(torch.empty, "empty")
                 storage_of = f"{host_name}.untyped_storage()"
