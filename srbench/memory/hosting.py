@@ -18,11 +18,12 @@ host keeps every planner usable unchanged.
 
 Which records, into which host (:func:`plan_hosting`): hosts largest first; for each, the
 eligible records latest-ending first (so the host need not be allocated early), each taken while
-the bytes alive at every step stay within the capacity; then all of that list, or its first half,
-quarter, ..., whichever gives the lowest estimated peak of a run (:func:`estimated_peak`: at each
-step, what the slab holds, whole or in the segments ``cleanup_activations`` takes and gives back,
-plus the fallback results alive and the outputs made so far), and nothing unless that is below
-the peak without it. Allocating an output earlier costs its bytes over the steps before its
+the bytes alive at every step stay within the capacity; then the first of that list, or its
+first quarter, half, ... or all of it (counts halving from the whole), whichever gives the lowest
+estimated peak of a run (:func:`estimated_peak`: at each step, what the slab holds, whole or in
+the segments ``cleanup_activations`` takes and gives back, plus the fallback results alive and
+the outputs made so far), the fewest records on ties, and nothing unless that is below the peak
+without it. Allocating an output earlier costs its bytes over the steps before its
 write, which pays only where the slab holds less at the run's peak: on ``gpt_decoder`` the 4 MiB
 logits, allocated before its first layer, would sit on top of every layer's fallback results,
 while its slab's segments are given back before the logits are made anyway.
