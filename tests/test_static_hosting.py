@@ -5,6 +5,8 @@ geometry, aliased as eager's."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from torch import nn
@@ -13,7 +15,7 @@ from srbench.measure.memory import observe_allocations
 from srbench.memory.hosting import Host, Hosting, HostPlan, estimated_peak, plan_hosting, validate_hosting
 from srbench.memory.records import PlanError, TensorUsageRecord, lower_bound
 from srbench.planners import plan_memory, planner_names
-from srbench.static import StaticModule, StaticOptions
+from srbench.static import RuntimePool, StaticModule, StaticOptions
 from srbench.zoo import load_zoo
 
 UNIT = 2048
@@ -233,3 +235,32 @@ def test_hosting_is_for_one_stream_only(one_thread):
     several = StaticModule(model, (x,), StaticOptions(streams=2, scheduler="parallel_steps", measure_choices=False))
     assert several.prepared.program.streams is not None and several.prepared.hosting is None
     torch.testing.assert_close(several.runtime()(x), model(x))
+
+
+def test_threads_with_runtimes_of_their_own_keep_their_outputs(one_thread):
+    """The outputs that host are allocated per call: runtimes of one module in several threads
+    (a pool) never hand two calls the same output, and an output held survives later calls."""
+    torch.manual_seed(0)
+    model = Chain()
+    pool = RuntimePool(StaticModule(model, (torch.randn(64, 64),), StaticOptions(measure_choices=False)))
+    assert pool.module.prepared.hosting is not None
+    inputs = [torch.randn(64, 64) for _ in range(4)]
+    with torch.no_grad():
+        expected = [model(x) for x in inputs]
+    errors: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            held = [pool(inputs[index]) for _ in range(30)]
+            assert len({output.untyped_storage().data_ptr() for output in held}) == len(held)
+            for output in held:
+                torch.testing.assert_close(output, expected[index])
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors and pool.runtimes_created == 4
