@@ -18,7 +18,7 @@ As asv benchmarks (``benchmark_dir`` is this folder) every figure is a ``track_`
 once in ``setup_cache``. Run directly for the table (50 instances x up to 10 s: up to 9 minutes)::
 
     .venv/bin/python benchmarks/hard_instances.py [--count 50] [--first-seed 0] [--time-limit 10]
-        [--minimalloc] [--minimise] [--wall] [--json out.json]
+        [--buffers N] [--minimalloc] [--minimise] [--wall] [--json out.json]
 """
 
 from __future__ import annotations
@@ -78,8 +78,9 @@ class Outcome:
         return self.seconds_to_capacity is not None
 
 
-def generated(count: int, first_seed: int = 0) -> list[HardInstance]:
-    return [hard_instance(seed) for seed in range(first_seed, first_seed + count)]
+def generated(count: int, first_seed: int = 0, buffers: int | None = None) -> list[HardInstance]:
+    """The instances of seeds ``first_seed`` on, of ``buffers`` each (default: drawn, 150-500)."""
+    return [hard_instance(seed, buffers=buffers) for seed in range(first_seed, first_seed + count)]
 
 
 def published() -> list[HardInstance]:
@@ -236,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=COUNT, help="generated instances (seeds first-seed, ...)")
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first generated instance")
+    parser.add_argument("--buffers", type=int, help="buffers per generated instance (default: drawn, 150-500)")
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="exact's limit per instance (s)")
     parser.add_argument("--minimalloc", action="store_true", help="also MiniMalloc's published A-K")
     parser.add_argument("--minimise", action="store_true", help="exact minimises, not told the capacity")
@@ -244,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     clock = Clock.WALL if args.wall else Clock.CPU
     _warm_up()
-    instances = (published() if args.minimalloc else []) + generated(args.count, args.first_seed)
+    instances = (published() if args.minimalloc else []) + generated(args.count, args.first_seed, args.buffers)
     outcomes = []
     for instance in instances:
         outcomes.append(solve(instance, args.time_limit, clock, told_capacity=not args.minimise))
