@@ -7,6 +7,7 @@ import csv
 
 import pytest
 
+from benchmarks import hard_instances
 from srbench.cli import main
 from srbench.memory.instances import MAX_BUFFERS, MIN_BUFFERS, hard_instance, write_instance
 from srbench.memory.minimalloc_csv import read_records
@@ -87,3 +88,11 @@ def test_the_instances_command_writes_one_file_per_seed(tmp_path, capsys):
 def test_the_instances_command_names_a_bad_buffer_count(tmp_path, capsys):
     assert main(["instances", "--count", "1", "--buffers", "9999999", "--out", str(tmp_path)]) == 2
     assert "srbench instances: --buffers 9999999: buffers must be 1 to" in capsys.readouterr().err
+
+
+def test_the_benchmark_generates_the_seeds_and_size_asked():
+    instances = hard_instances.generated(3, first_seed=500, buffers=160)
+    assert [instance.name for instance in instances] == ["cut-500", "cut-501", "cut-502"]
+    assert [len(instance.records) for instance in instances] == [160] * 3
+    assert instances[1] == hard_instance(501, buffers=160)
+    assert len({len(instance.records) for instance in hard_instances.generated(4)}) > 1  # drawn by default
