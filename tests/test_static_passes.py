@@ -11,6 +11,7 @@ take out of the picture."""
 from __future__ import annotations
 
 import itertools
+import types
 from collections.abc import Sequence
 
 import pytest
@@ -385,3 +386,26 @@ def test_a_real_measurement_keeps_or_drops_the_rewrites_with_results_equal_to_ea
     assert outcomes in ({RewriteOutcome.APPLIED}, {RewriteOutcome.SLOWER})
     if outcomes == {RewriteOutcome.SLOWER}:
         assert all("ms, without them" in r.reason for r in module.prepared.rewrites)
+
+
+def test_prepare_time_timing_leaves_a_programs_slow_first_calls_out(monkeypatch):
+    """A program whose first calls run slowly (new threads, kernels set up at first use) is timed
+    at its pace once warm: the warm-up runs for WARMUP_SECONDS, not for a fixed two rounds (with
+    two, the first program's slow calls were most of its samples and it measured the slower).
+    A fake clock, advanced by the calls themselves, makes this exact."""
+    from srbench.inputs import Inputs
+    from srbench.static import timing
+
+    now = [0.0]
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    calls_made = [0]
+
+    def warming() -> None:  # 8 ms for its first 18 calls, then 0.1 ms
+        calls_made[0] += 1
+        now[0] += 0.008 if calls_made[0] <= 18 else 0.0001
+
+    def steady() -> None:
+        now[0] += 0.0005
+
+    warm, other = timing.call_medians([warming, steady], Inputs((), {}))
+    assert warm == pytest.approx(0.0001) and other == pytest.approx(0.0005)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from srbench.inputs import Inputs
 from srbench.static.prepared import PreparedGraph
@@ -20,9 +21,16 @@ from srbench.static.prepared import PreparedGraph
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
 
-# How long a comparison may take, and how many rounds it needs at least and at most.
+# Warm-up: rounds run unrecorded until WARMUP_SECONDS have passed (at least MIN_WARMUP rounds, at
+# most MAX_WARMUP). A program's first tens of calls can run well below its pace (a multistream
+# program's new threads, oneDNN's primitives made at first use): with two warm-up rounds, the
+# batch-32 towers' two streams measured 10-20% slower than one stream in 5 of 5 prepares on an
+# idle machine, where warm they run 15% faster (with 10 or 20 warm-up rounds, 5 of 5 kept them).
+WARMUP_SECONDS = 0.1
+MIN_WARMUP, MAX_WARMUP = 2, 20
+# How long the recorded rounds of a comparison may take, and how many it needs at least and at most.
 BUDGET_SECONDS = 0.5
-MIN_ROUNDS, MAX_ROUNDS, WARMUP = 3, 15, 2
+MIN_ROUNDS, MAX_ROUNDS = 3, 30
 
 
 def interleaved_medians(
@@ -38,14 +46,31 @@ def interleaved_medians(
         runtime = StaticRuntime(module, candidate.device)
         bound = runtime._bind(candidate, candidate.program.compiled(module.name))
         calls.append(bound.forward_unchecked)
+    return call_medians(calls, inputs)
+
+
+def call_medians(calls: list[Callable[..., Any]], inputs: Inputs) -> list[float]:
+    """The median seconds of each of ``calls`` on ``inputs``, after the warm-up, in interleaved
+    rounds within the budget (see the constants above)."""
     samples: list[list[float]] = [[] for _ in calls]
+    warm_until = time.perf_counter() + WARMUP_SECONDS
+    warmed = 0
+    while warmed < MAX_WARMUP and (warmed < MIN_WARMUP or time.perf_counter() < warm_until):
+        _round(calls, inputs, warmed, None)
+        warmed += 1
     deadline = time.perf_counter() + BUDGET_SECONDS
-    for round_ in range(-WARMUP, MAX_ROUNDS):
+    for round_ in range(MAX_ROUNDS):
         if round_ >= MIN_ROUNDS and time.perf_counter() > deadline:
             break
-        for index in range(len(calls)) if round_ % 2 else reversed(range(len(calls))):
-            start = time.perf_counter()
-            inputs.call(calls[index])
-            if round_ >= 0:
-                samples[index].append(time.perf_counter() - start)
+        _round(calls, inputs, round_, samples)
     return [statistics.median(values) for values in samples]
+
+
+def _round(calls: list[Callable[..., Any]], inputs: Inputs, round_: int, samples: list[list[float]] | None) -> None:
+    """One call of each candidate, in an order that alternates with ``round_``; the seconds each
+    took go to ``samples`` (none while warming up)."""
+    for index in range(len(calls)) if round_ % 2 else reversed(range(len(calls))):
+        start = time.perf_counter()
+        inputs.call(calls[index])
+        if samples is not None:
+            samples[index].append(time.perf_counter() - start)
