@@ -323,8 +323,7 @@ class CodeWriter:
                 continue
             lines += self.make_run_buffers([buffer.host])
             host = self.run_buffers[buffer.host]
-            itemsize = torch.empty((), dtype=buffer.dtype).element_size()
-            start = buffer.offset // itemsize + buffer.storage_offset
+            start = buffer.offset // buffer.dtype.itemsize + buffer.storage_offset
             host_name = self.run_buffer_name(host.storage)
             if (buffer.dtype, buffer.shape, buffer.stride, start) == (host.dtype, host.shape, host.stride, 0):
                 lines.append(f"{name} = {host_name}")  # the host's own geometry: the host tensor itself

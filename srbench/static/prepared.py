@@ -377,12 +377,11 @@ def prepare_graph(
             return [total] * len(steps)
         return slab_layout(steps, records, plan.plan.offsets, total, frozenset(steps), lazy).held(steps)
 
-    def with_hosting(single: _Choice, plan: PlanResult | None) -> tuple[_Choice, PlanResult | None]:
+    def with_hosting(single: _Choice) -> _Choice:
         """``single`` (one stream) with intermediates planned into the outputs a run allocates
-        anyway, where the estimated peak of a run falls (:mod:`srbench.memory.hosting`); the slab
-        plan that goes with it."""
+        anyway, where the estimated peak of a run falls (:mod:`srbench.memory.hosting`)."""
         if options.manage_output_tensors or not options.enable_out_variant or not single.slab_records:
-            return single, plan
+            return single
         outputs = single.analysis.output_records
         probe = Chooser(
             graph,
@@ -396,7 +395,7 @@ def prepare_graph(
         ).plans()
         hosts = output_hosts(probe, single.analysis, {name: step for step, name in enumerate(steps)})
         if not hosts:
-            return single, plan
+            return single
         slab_ids = {record.id for record in single.slab_records}
         hosting = plan_hosting(
             single.slab_records,
@@ -407,12 +406,7 @@ def prepare_graph(
             held=slab_held,
             planner=options.planner,
         )
-        if not hosting.plans:
-            return single, plan
-        choice = choose(reuse=True, hosting=hosting)
-        hosted_plan = _plan(choice.slab_records, options.planner)
-        validate_hosting(choice.slab_records, hosted_plan.plan if hosted_plan else None, outputs, hosting)
-        return choice, hosted_plan
+        return choose(reuse=True, hosting=hosting) if hosting.plans else single
 
     out_spec = captured.exported.call_spec.out_spec
     returned_inputs = _returned_inputs(graph, mutations, user_inputs, analysis)
@@ -467,7 +461,11 @@ def prepare_graph(
         )
 
     def one_stream(choice: _Choice, **streams: Any) -> PreparedGraph:
-        choice, plan = with_hosting(choice, _plan(choice.slab_records, options.planner))
+        choice = with_hosting(choice)
+        plan = _plan(choice.slab_records, options.planner)
+        if choice.hosting.plans:
+            outputs = choice.analysis.output_records
+            validate_hosting(choice.slab_records, plan.plan if plan else None, outputs, choice.hosting)
         writer = writer_of(CodeWriter, choice)
         bodies = writer.node_bodies()
         output_plan = _plan(choice.arena_records, options.planner)
