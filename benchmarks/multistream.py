@@ -173,14 +173,14 @@ class AnchorRow:
     matches_eager: bool
 
 
-def _contenders(anchor: Anchor) -> tuple[list[Contender], dict[str, Any], Any]:
+def _contenders(anchor: Anchor, device: str) -> tuple[list[Contender], dict[str, Any], Any]:
     import torch
 
     from srbench.static import StaticModule, StaticOptions
 
     torch.manual_seed(0)
-    model = anchor.build().eval()
-    x = torch.randn(anchor.shape)
+    model = anchor.build().eval().to(device)
+    x = torch.randn(anchor.shape, device=device)
     runtimes = {}
     for streams, scheduler in [(s, "critical_path") for s in SRBENCH_STREAMS] + [(2, "parallel_steps")]:
         label = f"srbench, {streams} stream{'s' if streams > 1 else ''}" + (
@@ -200,7 +200,8 @@ def _contenders(anchor: Anchor) -> tuple[list[Contender], dict[str, Any], Any]:
 
     contenders = [
         Contender("eager, 1 thread", eager),
-        Contender("eager, 2 intra-op threads", eager, threads=2),
+        # On CUDA the intra-op threads of the host do not run the kernels: the contender says nothing.
+        *([Contender("eager, 2 intra-op threads", eager, threads=2)] if device == "cpu" else []),
         Contender("TorchScript fork per branch", fork),
         Contender("Python thread pool of 2", lambda: pool(x)),
     ]
@@ -209,17 +210,25 @@ def _contenders(anchor: Anchor) -> tuple[list[Contender], dict[str, Any], Any]:
     return contenders, runtimes, eager()
 
 
-def interleaved(contenders: Sequence[Contender], rounds: int, warmup: int = 5) -> dict[str, list[float]]:
-    """Seconds per call of each contender, one call each per round in rotating order."""
+def interleaved(
+    contenders: Sequence[Contender], rounds: int, warmup: int = 5, device: str = "cpu"
+) -> dict[str, list[float]]:
+    """Seconds per call of each contender, one call each per round in rotating order; on a CUDA
+    ``device`` each call is timed from an idle device to the end of its kernels."""
     import torch
 
+    from srbench.static.timing import device_barrier
+
+    barrier = device_barrier(torch.device(device))
     samples: dict[str, list[float]] = {c.name: [] for c in contenders}
     for round_ in range(-warmup, rounds):
         shift = round_ % len(contenders)
         for contender in [*contenders[shift:], *contenders[:shift]]:
             torch.set_num_threads(contender.threads)
+            barrier()
             start = time.perf_counter()
             contender.run()
+            barrier()
             elapsed = time.perf_counter() - start
             if round_ >= 0:
                 samples[contender.name].append(elapsed)
@@ -227,11 +236,11 @@ def interleaved(contenders: Sequence[Contender], rounds: int, warmup: int = 5) -
     return samples
 
 
-def measure_anchor(anchor: Anchor, rounds: int) -> list[AnchorRow]:
+def measure_anchor(anchor: Anchor, rounds: int, device: str = "cpu") -> list[AnchorRow]:
     import torch
 
-    contenders, modules, expected = _contenders(anchor)
-    samples = interleaved(contenders, rounds)
+    contenders, modules, expected = _contenders(anchor, device)
+    samples = interleaved(contenders, rounds, device=device)
     base = statistics.median(samples["eager, 1 thread"])
     rows = []
     for contender in contenders:
@@ -371,8 +380,11 @@ def anchor_table(rows: Sequence[AnchorRow], ceilings: dict[str, tuple[float, flo
 
     lines = []
     for anchor in dict.fromkeys(row.anchor for row in rows):
-        share, ceiling = ceilings.get(anchor, (float("nan"), float("nan")))
-        lines.append(f"{anchor}: dispatch {share:.0%} of a one-stream run: two streams reach {ceiling:.2f}x at most")
+        if anchor in ceilings:
+            share, ceiling = ceilings[anchor]
+            lines.append(f"{anchor}: dispatch {share:.0%} of a one-stream run: two streams reach {ceiling:.2f}x at most")
+        else:
+            lines.append(f"{anchor}:")
         body = [
             (
                 row.contender,
@@ -420,25 +432,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--zoo", default="builtin", help="model providers for the planned bytes (default builtin)")
     parser.add_argument("--planner", default="greedy_by_size", help="planner of the planned bytes")
     parser.add_argument("--json", help="also write every figure to this JSON file")
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="where the anchors run (default cpu); on cuda srbench's streams are CUDA streams, calls are "
+        "timed to the end of their kernels, and the GIL ceiling (a CPU figure) is left out",
+    )
     args = parser.parse_args(argv)
     parts = set(args.only or ["anchors", "line", "bytes"])
 
     import torch
 
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda needs a CUDA GPU; torch.cuda.is_available() is False here")
     torch.set_num_threads(1)
     report: dict[str, Any] = {"torch": torch.__version__}
     if "anchors" in parts:
         rows: list[AnchorRow] = []
         ops = {}
         for anchor in ANCHORS:
-            rows += measure_anchor(anchor, args.rounds)
+            rows += measure_anchor(anchor, args.rounds, args.device)
             ops[anchor.name] = _ops_run(anchor)
-        dispatch = dispatch_seconds()
-        ceilings = gil_ceiling(rows, ops, dispatch)
-        print(f"anchors: medians of {args.rounds} interleaved rounds; one op dispatched in {dispatch * 1e6:.1f} us\n")
+        report["device"] = args.device
+        if args.device == "cpu":
+            dispatch = dispatch_seconds()
+            ceilings = gil_ceiling(rows, ops, dispatch)
+            print(f"anchors: medians of {args.rounds} interleaved rounds; one op dispatched in {dispatch * 1e6:.1f} us\n")
+            report["gil"] = {"dispatch_seconds": dispatch, "ceilings": ceilings}
+        else:
+            device_name = torch.cuda.get_device_name()
+            ceilings = {}
+            print(f"anchors on {device_name}: medians of {args.rounds} interleaved rounds, each call timed to its end\n")
+            report["device_name"] = device_name
         print(anchor_table(rows, ceilings))
         report["anchors"] = [asdict(row) for row in rows]
-        report["gil"] = {"dispatch_seconds": dispatch, "ceilings": ceilings}
     if "line" in parts:
         line = gil_line(args.line_rounds)
         print("the GIL line: two chains of 8 addmm [rows, 256] x [256, 256], medians\n")

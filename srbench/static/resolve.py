@@ -61,6 +61,7 @@ from srbench.static.calls import (
 from srbench.static.eager_kernels import eager_out_call, has_backend_kernel
 from srbench.static.errors import OutVariantWarning, UnsupportedOpError
 from srbench.static.out_variants import OutVariantRegistry
+from srbench.static.timing import device_barrier
 
 
 class Category(enum.Enum):
@@ -245,11 +246,15 @@ def _results(node: torch.fx.Node, buffers: tuple[torch.Tensor, ...]) -> Any:
     return buffers[0] if isinstance(node.meta.get("val"), torch.Tensor) else buffers
 
 
-def _best_time(run: Callable[[], Any], runs: int = 5) -> float:
+def _best_time(run: Callable[[], Any], barrier: Callable[[], None], runs: int = 5) -> float:
+    """The best of ``runs`` calls of ``run``, each timed from ``barrier`` to ``barrier``
+    (:func:`~srbench.static.timing.device_barrier`: on CUDA, to the end of its kernels)."""
     best = float("inf")
     for _ in range(runs):
+        barrier()
         start = time.perf_counter()
         run()
+        barrier()
         best = min(best, time.perf_counter() - start)
         if best > TIME_ONLY_BELOW:
             break
@@ -446,7 +451,7 @@ class Resolver:
             ran, result = _try(partial(invoke, call, self.env))
             if ran and same(result, reference):
                 working.append((call, ()))
-        fastest, _ = self._fastest(working)
+        fastest, _ = self._fastest(working, self._barrier(node))
         return Resolution(node.name, kind, category, native=fastest or self._as_is(node, op))
 
     def _mutating(self, node: torch.fx.Node, op: torch._ops.OpOverload, all_alias: bool) -> Resolution:
@@ -515,11 +520,11 @@ class Resolver:
         if registered:  # the user's choice is taken as is, not raced against the others
             out_call, out_seconds = registered[0], None
         else:
-            out_call, out_seconds = self._fastest(outs)
-        fallback, fallback_seconds = self._fastest([(call, ()) for call in fallbacks])
+            out_call, out_seconds = self._fastest(outs, self._barrier(node))
+        fallback, fallback_seconds = self._fastest([(call, ()) for call in fallbacks], self._barrier(node))
         if out_call is not None and fallback is not None and out_seconds and fallback_seconds:
             out_seconds, fallback_seconds = self._confirm_slower(
-                out_call, outs, fallback, out_seconds, fallback_seconds
+                out_call, outs, fallback, (out_seconds, fallback_seconds), self._barrier(node)
             )
         self.env[node.name] = reference if ok else _results(node, outs[0][1])
         return Resolution(
@@ -537,27 +542,30 @@ class Resolver:
         out_call: Call,
         outs: Sequence[tuple[Call, tuple[torch.Tensor, ...]]],
         fallback: Call,
-        out_seconds: float,
-        fallback_seconds: float,
+        seconds: tuple[float, float],
+        barrier: Callable[[], None],
     ) -> tuple[float, float]:
         """An out variant that looked :data:`CONFIRM_SLOWER` times slower than the fallback is
         timed again, interleaved with it, and each keeps its best time: on a loaded machine one
         descheduled sample must not send an op's result out of the slab."""
+        out_seconds, fallback_seconds = seconds
         if out_seconds <= CONFIRM_SLOWER * fallback_seconds:
             return out_seconds, fallback_seconds
         buffers = next(found for call, found in outs if call is out_call)
         for _ in range(3):
-            out_seconds = min(out_seconds, _best_time(partial(invoke, out_call, self.env, buffers)))
-            fallback_seconds = min(fallback_seconds, _best_time(partial(invoke, fallback, self.env)))
+            out_seconds = min(out_seconds, _best_time(partial(invoke, out_call, self.env, buffers), barrier))
+            fallback_seconds = min(fallback_seconds, _best_time(partial(invoke, fallback, self.env), barrier))
         return out_seconds, fallback_seconds
 
-    def _fastest(self, candidates: Sequence[tuple[Call, tuple[torch.Tensor, ...]]]) -> tuple[Call | None, float | None]:
+    def _fastest(
+        self, candidates: Sequence[tuple[Call, tuple[torch.Tensor, ...]]], barrier: Callable[[], None]
+    ) -> tuple[Call | None, float | None]:
         """The quickest of the working candidates, timed on the example values (best of a few
         runs). Ops that take longer than :data:`TIME_ONLY_BELOW` are dominated by their kernel:
         the first candidate, in order of preference, is kept without comparing."""
         best: tuple[Call | None, float | None] = (None, None)
         for call, buffers in candidates:
-            seconds = _best_time(partial(invoke, call, self.env, buffers))
+            seconds = _best_time(partial(invoke, call, self.env, buffers), barrier)
             if best[1] is None or seconds < best[1]:
                 best = (call, seconds)
             if seconds > TIME_ONLY_BELOW:
@@ -710,6 +718,9 @@ class Resolver:
                     stacklevel=2,
                 )
         return working
+
+    def _barrier(self, node: torch.fx.Node) -> Callable[[], None]:
+        return device_barrier(self._device(node, None))
 
     def _device(self, node: torch.fx.Node, reference: Any) -> torch.device:
         tensors = _tensors(reference)

@@ -10,15 +10,18 @@ on a shared machine hits both alike), within a small budget.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from srbench.inputs import Inputs
-from srbench.static.prepared import PreparedGraph
 
 if TYPE_CHECKING:
+    from srbench.static.prepared import PreparedGraph
     from srbench.static.module import StaticModule
 
 # Warm-up: rounds run unrecorded until WARMUP_SECONDS have passed (at least MIN_WARMUP rounds, at
@@ -46,31 +49,55 @@ def interleaved_medians(
         runtime = StaticRuntime(module, candidate.device)
         bound = runtime._bind(candidate, candidate.program.compiled(module.name))
         calls.append(bound.forward_unchecked)
-    return call_medians(calls, inputs)
+    return call_medians(calls, inputs, device_barrier(candidates[0].device))
 
 
-def call_medians(calls: list[Callable[..., Any]], inputs: Inputs) -> list[float]:
+def device_barrier(device: torch.device) -> Callable[[], None]:
+    """What waits for ``device``'s queued work. A CUDA call returns once its kernels are queued:
+    timed without waiting, a program that queues fast but runs slowly (one stream against several)
+    would look fast. On the CPU every op has ended when the call returns."""
+    if device.type == "cuda":
+        return functools.partial(torch.cuda.synchronize, device)
+    return _nothing_queued
+
+
+def _nothing_queued() -> None:
+    """The CPU's barrier: nothing to wait for."""
+
+
+def call_medians(
+    calls: list[Callable[..., Any]], inputs: Inputs, barrier: Callable[[], None] = _nothing_queued
+) -> list[float]:
     """The median seconds of each of ``calls`` on ``inputs``, after the warm-up, in interleaved
-    rounds within the budget (see the constants above)."""
+    rounds within the budget (see the constants above); each call timed from ``barrier`` to
+    ``barrier`` (:func:`device_barrier`)."""
     samples: list[list[float]] = [[] for _ in calls]
     warm_until = time.perf_counter() + WARMUP_SECONDS
     warmed = 0
     while warmed < MAX_WARMUP and (warmed < MIN_WARMUP or time.perf_counter() < warm_until):
-        _round(calls, inputs, warmed, None)
+        _round(calls, inputs, barrier, warmed, None)
         warmed += 1
     deadline = time.perf_counter() + BUDGET_SECONDS
     for round_ in range(MAX_ROUNDS):
         if round_ >= MIN_ROUNDS and time.perf_counter() > deadline:
             break
-        _round(calls, inputs, round_, samples)
+        _round(calls, inputs, barrier, round_, samples)
     return [statistics.median(values) for values in samples]
 
 
-def _round(calls: list[Callable[..., Any]], inputs: Inputs, round_: int, samples: list[list[float]] | None) -> None:
+def _round(
+    calls: list[Callable[..., Any]],
+    inputs: Inputs,
+    barrier: Callable[[], None],
+    round_: int,
+    samples: list[list[float]] | None,
+) -> None:
     """One call of each candidate, in an order that alternates with ``round_``; the seconds each
     took go to ``samples`` (none while warming up)."""
     for index in range(len(calls)) if round_ % 2 else reversed(range(len(calls))):
+        barrier()
         start = time.perf_counter()
         inputs.call(calls[index])
+        barrier()
         if samples is not None:
             samples[index].append(time.perf_counter() - start)
