@@ -382,7 +382,9 @@ def anchor_table(rows: Sequence[AnchorRow], ceilings: dict[str, tuple[float, flo
     for anchor in dict.fromkeys(row.anchor for row in rows):
         if anchor in ceilings:
             share, ceiling = ceilings[anchor]
-            lines.append(f"{anchor}: dispatch {share:.0%} of a one-stream run: two streams reach {ceiling:.2f}x at most")
+            lines.append(
+                f"{anchor}: dispatch {share:.0%} of a one-stream run: two streams reach {ceiling:.2f}x at most"
+            )
         else:
             lines.append(f"{anchor}:")
         body = [
@@ -458,14 +460,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.device == "cpu":
             dispatch = dispatch_seconds()
             ceilings = gil_ceiling(rows, ops, dispatch)
-            print(f"anchors: medians of {args.rounds} interleaved rounds; one op dispatched in {dispatch * 1e6:.1f} us\n")
+            print(f"anchors: medians of {args.rounds} interleaved rounds; one op dispatched in {dispatch * 1e6:.1f} us")
             report["gil"] = {"dispatch_seconds": dispatch, "ceilings": ceilings}
         else:
             device_name = torch.cuda.get_device_name()
             ceilings = {}
-            print(f"anchors on {device_name}: medians of {args.rounds} interleaved rounds, each call timed to its end\n")
+            print(f"anchors on {device_name}: medians of {args.rounds} interleaved rounds, each timed to its end")
             report["device_name"] = device_name
-        print(anchor_table(rows, ceilings))
+        print("\n" + anchor_table(rows, ceilings))
         report["anchors"] = [asdict(row) for row in rows]
     if "line" in parts:
         line = gil_line(args.line_rounds)

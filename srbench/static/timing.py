@@ -21,8 +21,8 @@ import torch
 from srbench.inputs import Inputs
 
 if TYPE_CHECKING:
-    from srbench.static.prepared import PreparedGraph
     from srbench.static.module import StaticModule
+    from srbench.static.prepared import PreparedGraph
 
 # Warm-up: rounds run unrecorded until WARMUP_SECONDS have passed (at least MIN_WARMUP rounds, at
 # most MAX_WARMUP). A program's first tens of calls can run well below its pace (a multistream
