@@ -410,7 +410,8 @@ def test_xdist_gives_the_same_outcomes_as_a_serial_run(pytester):
     serial = pytester.runpytest("suites", "--junitxml=serial.xml")
     parallel = pytester.runpytest("suites", "-n", "2", "--benchmark", "--junitxml=parallel.xml")
     expected = outcomes_by_nodeid(pytester.path / "serial.xml")
-    assert set(expected.values()) >= {"passed", "failed", "skipped", "xfailed"}
+    # the cuda cases skip without a GPU; with one they run (TorchScript's folding fails them too)
+    assert set(expected.values()) >= {"passed", "failed", "xfailed"} | ({"skipped"} if not torch.cuda.is_available() else set())
     assert outcomes_by_nodeid(pytester.path / "parallel.xml") == expected
     assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
 

@@ -82,4 +82,4 @@ def test_torchvision_resnet50_weights_give_the_builtin_resnet50_identical_output
     ours.load_state_dict(reference.state_dict())  # strict: every name and shape must match
     images = load_zoo().get("resnet50").example_inputs(1)
     with torch.no_grad():
-        torch.testing.assert_close(ours(*images), reference(*images))
+        torch.testing.assert_close(images.call(ours), images.call(reference))
