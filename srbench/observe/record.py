@@ -97,9 +97,17 @@ def _device_type(event: Any) -> str:
     return str(event.extra_fields.device.type)
 
 
+def _is_node_range(event: Any) -> bool:
+    """A node's ``record_function`` range as the host ran it. With CUDA activity the profiler
+    also reports each range as a GPU annotation (a ``Kineto`` event of the same name, on the
+    device's timeline): counted too, every node ran twice, at times the host's events are not
+    ordered against (seen on an H200)."""
+    return event.name.startswith(NODE_PREFIX) and event.tag.name != "Kineto"
+
+
 def _walk(event: Any, node: str | None, ops: tuple[str, ...]) -> Iterator[tuple[Any, str | None, tuple[str, ...]]]:
     name = event.name
-    if name.startswith(NODE_PREFIX):
+    if _is_node_range(event):
         node, ops = name[len(NODE_PREFIX) :], ()
     elif event.tag.name == "TorchOp" and node is not None:
         ops = (*ops, name.removeprefix("aten::"))
@@ -120,7 +128,7 @@ def recorded_run(prof: profile, device: str = "cpu") -> RecordedRun:
         raise ValueError("the profiler session has not finished: no events to read")
     for root in results.experimental_event_tree():
         for event, node, ops in _walk(root, None, ()):
-            if event.name.startswith(NODE_PREFIX):
+            if _is_node_range(event):
                 spans.append(NodeSpan(event.name[len(NODE_PREFIX) :], event.start_time_ns, event.end_time_ns))
             elif event.tag.name == "Allocation" and _device_type(event) == wanted:
                 fields = event.extra_fields
