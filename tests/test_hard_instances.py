@@ -37,6 +37,24 @@ def test_the_witness_is_a_valid_packing_within_the_capacity(seed):
     assert lower_bound(instance.records) <= instance.capacity
 
 
+def test_the_records_do_not_list_the_witness_in_order():
+    """Records sorted by lifetime and then by witness offset would hand the packing to any solver
+    that breaks ties by input order (CP-SAT's lowest-min branching fit seed 46 that way, and
+    none with the records shuffled): among records of the same lifetime, the witness offsets
+    must go up and down in record order."""
+    rising = falling = 0
+    for seed in SEEDS:
+        instance = hard_instance(seed)
+        last_offset: dict[tuple[int, int], int] = {}
+        for record in instance.records:
+            lifetime, offset = (record.first, record.last), instance.witness[record.id]
+            if lifetime in last_offset:
+                rising += offset > last_offset[lifetime]
+                falling += offset < last_offset[lifetime]
+            last_offset[lifetime] = offset
+    assert rising > 10 and falling > 10, (rising, falling)
+
+
 def test_sizes_are_drawn_from_150_to_500_buffers_or_as_asked():
     counts = [len(hard_instance(seed).records) for seed in range(40)]
     assert all(MIN_BUFFERS <= count <= MAX_BUFFERS for count in counts)

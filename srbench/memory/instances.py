@@ -99,7 +99,10 @@ def hard_instance(
         else:
             at = _cut_point(rng, offset, offset + size)
             pieces += [(start, end, offset, at - offset), (start, end, at, offset + size - at)]
-    kept = sorted(pieces[index] for index in rng.choice(len(pieces), size=kept_count, replace=False))
+    # In the drawn order, not sorted: sorted pieces list same-lifetime buffers by their offset in
+    # the witness, and a solver breaking ties by input order (CP-SAT's lowest-min branching did)
+    # was handed the packing.
+    kept = [pieces[index] for index in rng.choice(len(pieces), size=kept_count, replace=False)]
     records = []
     witness = {}
     for index, (start, end, offset, size) in enumerate(kept):
