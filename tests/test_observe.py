@@ -276,3 +276,52 @@ def test_asv_tracks_the_estimated_peak_beside_the_observed_one():
     expected = estimate_case(load_zoo().get("mlp"), batch=spec.batch).eager.peak_requested
     assert record["estimated_peak_bytes"] == expected > 0
     assert record["peak_bytes"] > 0 and record["planned_bytes"] > 0
+
+
+def test_frees_the_profiler_missed_are_taken_from_the_cuda_allocators_history():
+    """On an H200 (torch 2.11) the profiler reported each CUDA allocation and no free: the blocks
+    looked alive to the end of the run, and the peak was every block's sum. The history orders
+    each free among the allocations; the free is placed just before the next allocation (or at
+    the end of the run), so the bytes alive at every allocation are exact. (Hand-written trace, as
+    above, of the sequence seen there: ``mul``'s block freed after ``sum_1`` and reused by
+    ``sum_2``.)"""
+
+    def block(index, nbytes, address, node, start):
+        return Allocation(index, nbytes, address, node, (), None, False, None, None, start, None)
+
+    spans = ("mul", 0, 9), ("ones", 10, 19), ("sum_1", 20, 29), ("sum_2", 30, 39), ("add", 40, 49)
+    run = RecordedRun(
+        "cuda",
+        tuple(NodeSpan(*span) for span in spans),
+        (
+            block(0, 4096, 0xA000, "mul", 1),
+            block(1, 1536, 0xB000, "ones", 11),
+            block(2, 512, 0xB600, "sum_1", 21),
+            block(3, 512, 0xA000, "sum_2", 31),  # mul's block, freed after sum_1 and reused
+            block(4, 512, 0xA200, "add", 41),
+        ),
+    )
+    trace = [
+        {"action": "alloc", "addr": 0xA000, "size": 4000},
+        {"action": "alloc", "addr": 0xB000, "size": 1200},
+        {"action": "alloc", "addr": 0xB600, "size": 4},
+        {"action": "free_requested", "addr": 0xA000, "size": 4000},
+        {"action": "free_completed", "addr": 0xA000, "size": 4000},
+        {"action": "alloc", "addr": 0xA000, "size": 4},
+        {"action": "free_completed", "addr": 0xB000, "size": 1200},
+        {"action": "alloc", "addr": 0xA200, "size": 4},
+        {"action": "free_completed", "addr": 0xB600, "size": 4},
+    ]
+    assert observe_run(run, runtime="eager", model="hand").peak_bytes == 4096 + 1536 + 512 * 3  # no frees seen
+    allocations = with_history(run, trace).allocations
+    # each free at the end of the node that allocated last before it
+    assert [(a.freed, a.freed_in, a.end_ns) for a in allocations] == [
+        (True, "sum_1", 29),
+        (True, "sum_2", 39),
+        (True, "add", 49),
+        (False, None, None),
+        (False, None, None),
+    ]
+    observed = observe_run(with_history(run, trace), runtime="eager", model="hand")
+    assert observed.peak_bytes == 4096 + 1536 + 512  # at sum_1, as the estimate has it
+    assert observed.node("sum_2").live_bytes == 1536 + 512 + 512

@@ -16,9 +16,11 @@ requested and the segment bytes opened for it. The node of an allocation stays t
 :class:`~srbench.estimate.allocators.MemoryEvent` sequence the estimate's allocator models
 replay, with the peaks the real allocator reported, so the model can be held to account.
 
-Written from PyTorch's documentation of the memory snapshot and ``CUDACachingAllocator.cpp``; no
-GPU was available to run it: ``tests/test_observe.py`` checks the matching on hand-written
-traces, and ``tests/test_observe_cuda.py`` (the real allocator) skips with that reason.
+Written from PyTorch's documentation of the memory snapshot and ``CUDACachingAllocator.cpp``,
+then run on an H200 (torch 2.11, ``scripts/gpu-check``), which showed that the profiler there
+reports no CUDA frees: they come from the history (:func:`with_history`).
+``tests/test_observe.py`` checks the matching on hand-written traces, ``tests/test_observe_cuda.py``
+the real allocator where a GPU is present.
 """
 
 from __future__ import annotations
@@ -33,57 +35,115 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from srbench.estimate.allocators import Action, MemoryEvent
+from srbench.observe.record import node_at
 
 if TYPE_CHECKING:
-    from srbench.observe.record import RecordedRun
+    from srbench.observe.record import Allocation, RecordedRun
 
 HISTORY_ENTRIES = 1_000_000
+
+
+# ``HistoryAllocation.freed_before`` of a block the trace never frees.
+NOT_FREED = -1
 
 
 @dataclass(frozen=True)
 class HistoryAllocation:
     """One ``alloc`` of the allocator's history: the block's address, the bytes requested, and the
     bytes of segments the allocator opened (or, retrying after running out, released: negative)
-    since the previous ``alloc``, which it did to serve this one."""
+    since the previous ``alloc``, which it did to serve this one. ``freed_before``: the position
+    (among the trace's ``alloc`` entries) of the first allocation after the block's
+    ``free_completed``, the number of allocations when it was freed after the last one, or
+    :data:`NOT_FREED`."""
 
     address: int
     requested: int
     reserved_change: int
+    freed_before: int = NOT_FREED
 
 
 def history_allocations(trace: Sequence[dict[str, Any]]) -> list[HistoryAllocation]:
-    """The ``alloc`` entries of one device's trace, in order, with the segments opened for each."""
-    allocations, reserved_change = [], 0
+    """The ``alloc`` entries of one device's trace, in order, with the segments opened for each
+    and where among them each block was freed."""
+    allocations: list[HistoryAllocation] = []
+    live: dict[int, int] = {}  # address -> position of the allocation holding it
+    freed_since: list[int] = []  # positions of blocks freed since the last ``alloc``
+    reserved_change = 0
     for entry in trace:
         action = entry.get("action")
         if action == "segment_alloc":
             reserved_change += int(entry["size"])
         elif action == "segment_free":
             reserved_change -= int(entry["size"])
+        elif action == "free_completed" and int(entry["addr"]) in live:
+            freed_since.append(live.pop(int(entry["addr"])))
         elif action == "alloc":
+            for position in freed_since:
+                allocations[position] = dataclasses.replace(allocations[position], freed_before=len(allocations))
+            freed_since = []
+            live[int(entry["addr"])] = len(allocations)
             allocations.append(HistoryAllocation(int(entry["addr"]), int(entry["size"]), reserved_change))
             reserved_change = 0
+    for position in freed_since:
+        allocations[position] = dataclasses.replace(allocations[position], freed_before=len(allocations))
     return allocations
 
 
 def with_history(run: RecordedRun, trace: Sequence[dict[str, Any]]) -> RecordedRun:
     """``run`` (recorded by the profiler) with each allocation's requested bytes and reserved
     change taken from the allocator's ``trace`` of the same run, matched by address in order. An
-    allocation the history does not have keeps ``requested_bytes`` None."""
-    at_address: dict[int, deque[HistoryAllocation]] = {}
-    for entry in history_allocations(trace):
-        at_address.setdefault(entry.address, deque()).append(entry)
-    matched = []
+    allocation the history does not have keeps ``requested_bytes`` None.
+
+    A free the profiler did not report is taken from the history too: on an H200 with torch 2.11
+    the profiler reported every CUDA allocation and no free, so a run's blocks looked alive to its
+    end. The history orders each free among the allocations; the free is placed just before the
+    first allocation after it (or after the run's last event, when none follows), so the bytes
+    alive at every allocation, and so the peak, are exact, and the node it is attributed to is
+    the one running at that time (or the one that ran last before it)."""
+    history = history_allocations(trace)
+    at_address: dict[int, deque[int]] = {}
+    for position, entry in enumerate(history):
+        at_address.setdefault(entry.address, deque()).append(position)
+    matched, position_of = [], {}
     for allocation in run.allocations:
         queue = at_address.get(allocation.address)
         if not queue:
             matched.append(allocation)
             continue
-        entry = queue.popleft()
+        position = queue.popleft()
+        position_of[position] = len(matched)
+        entry = history[position]
         matched.append(
             dataclasses.replace(allocation, requested_bytes=entry.requested, reserved_change=entry.reserved_change)
         )
+    run_end = max((t for a in run.allocations for t in (a.start_ns, a.end_ns) if t is not None), default=0)
+    run_end = max([run_end, *(span.end_ns for span in run.spans)]) + 1
+    for position, index in position_of.items():
+        allocation, freed_before = matched[index], history[position].freed_before
+        if allocation.freed or freed_before == NOT_FREED:
+            continue
+        end_ns = _free_time(
+            run, matched, position_of.get(freed_before - 1, index), position_of.get(freed_before), run_end
+        )
+        freed_in, freed_after = node_at(run.spans, end_ns)
+        matched[index] = dataclasses.replace(
+            allocation, freed=True, freed_in=freed_in, freed_after=freed_after, end_ns=end_ns
+        )
     return dataclasses.replace(run, allocations=tuple(matched))
+
+
+def _free_time(
+    run: RecordedRun, allocations: Sequence[Allocation], before: int, after: int | None, run_end: int
+) -> int:
+    """When a free the history orders after allocation ``before`` and before allocation ``after``
+    (None: none follows) is taken to happen: at the end of the node range ``before`` was made
+    in (a workspace given back inside its node stays a temporary of that node), or just after
+    ``before`` when that was made between nodes; and before ``after`` in any case."""
+    made = allocations[before].start_ns
+    inside, _ = node_at(run.spans, made)
+    span_end = next((span.end_ns for span in run.spans if span.node == inside and span.start_ns <= made), made + 1)
+    latest = allocations[after].start_ns - 1 if after is not None else run_end
+    return min(span_end, latest)
 
 
 def cuda_device_index(device: str | int | torch.device) -> int:

@@ -97,6 +97,16 @@ def _device_type(event: Any) -> str:
     return str(event.extra_fields.device.type)
 
 
+def node_at(spans: Sequence[NodeSpan], time_ns: int) -> tuple[str | None, str | None]:
+    """Where ``time_ns`` falls among ``spans`` (sorted by start): ``(node, None)`` inside a
+    node's range, else ``(None, the node that started last before it)`` (None before the first)."""
+    where = bisect.bisect_right([span.start_ns for span in spans], time_ns)
+    if not where:
+        return None, None
+    span = spans[where - 1]
+    return (span.node, None) if time_ns <= span.end_ns else (None, span.node)
+
+
 def _is_node_range(event: Any) -> bool:
     """A node's ``record_function`` range as the host ran it. With CUDA activity the profiler
     also reports each range as a GPU annotation (a ``Kineto`` event of the same name, on the
@@ -135,11 +145,10 @@ def recorded_run(prof: profile, device: str = "cpu") -> RecordedRun:
                 raw.append((event.start_time_ns, int(fields.ptr), int(fields.alloc_size), node, ops))
     spans.sort(key=lambda span: span.start_ns)
     raw.sort(key=lambda item: item[0])
-    starts = [span.start_ns for span in spans]
 
     def ran_last(time_ns: int) -> str | None:
-        where = bisect.bisect_right(starts, time_ns)
-        return spans[where - 1].node if where else None
+        inside, after = node_at(spans, time_ns)
+        return inside or after
 
     open_at: dict[int, int] = {}  # ptr -> index of the allocation live there
     made: list[dict[str, Any]] = []
