@@ -65,8 +65,11 @@ class Inputs:
         return function(*self.args, **self.kwargs)
 
     def map_tensors(self, function: Callable[[torch.Tensor], Any]) -> Inputs:
-        """The same call with ``function`` applied to every tensor (scalars and structure kept)."""
-        args, kwargs = pytree.tree_map_only(torch.Tensor, function, (self.args, dict(self.kwargs)))
+        """The same call with ``function`` applied to every tensor (scalars and structure kept: a
+        ``torch.Size`` stays one, where pytree would rebuild it as a plain tuple)."""
+        args, kwargs = pytree.tree_map_only(
+            torch.Tensor, function, (self.args, dict(self.kwargs)), is_leaf=lambda leaf: isinstance(leaf, torch.Size)
+        )
         return Inputs(args, kwargs)
 
     def clone(self) -> Inputs:

@@ -307,7 +307,7 @@ class CodeWriter:
         host first): a host allocated as eager allocates the output, a hosted tensor the host
         tensor itself where it has the host's geometry (no call), else a tensor of its own set to
         the host's storage (not an autograd view, as the slab's tensors are not: an in-place
-        ``detach_`` refuses views; two calls, three where the dtypes differ)."""
+        ``detach_`` refuses views; three calls, four where the dtypes differ)."""
         lines: list[str] = []
         for storage in storages:
             buffer = self.run_buffers.get(storage) if storage is not None else None
@@ -327,17 +327,14 @@ class CodeWriter:
             host_name = self.run_buffer_name(host.storage)
             if (buffer.dtype, buffer.shape, buffer.stride, start) == (host.dtype, host.shape, host.stride, 0):
                 lines.append(f"{name} = {host_name}")  # the host's own geometry: the host tensor itself
-            elif buffer.dtype == host.dtype:
-                lines.append(
-                    f"{name} = {host_name}.new().set_({host_name}, {start}, {buffer.shape!r}, {buffer.stride!r})"
+            else:  # set_ to the host's storage, not to the host: set_(tensor) refuses a non-contiguous one
+                empty = (
+                    f"{host_name}.new()"
+                    if buffer.dtype == host.dtype
+                    else f"{self.constant(torch.empty, 'empty')}(0, dtype={dtype}, device={device})"
                 )
-            else:
-                empty = self.constant(torch.empty, "empty")
-                storage_of = f"{host_name}.untyped_storage()"
-                lines.append(
-                    f"{name} = {empty}(0, dtype={dtype}, device={device})"
-                    f".set_({storage_of}, {start}, {buffer.shape!r}, {buffer.stride!r})"
-                )
+                geometry = f"{start}, {buffer.shape!r}, {buffer.stride!r}"
+                lines.append(f"{name} = {empty}.set_({host_name}.untyped_storage(), {geometry})")
         return lines
 
     # -- lines ----------------------------------------------------------------------------------
@@ -438,12 +435,15 @@ class CodeWriter:
         if spec.is_leaf():
             return flat.pop(0)
         children = [self.output_expr(child, flat) for child in spec.children()]
+        as_tuple = "(" + "".join(child + ", " for child in children) + ")"
         if spec.type is tuple:
-            return "(" + "".join(child + ", " for child in children) + ")"
+            return as_tuple
         if spec.type is list:
             return "[" + ", ".join(children) + "]"
         if spec.type is dict:
             return "{" + ", ".join(f"{self.render(key)}: {child}" for key, child in zip(spec.context, children)) + "}"
+        if spec.type is torch.Size:  # pytree's unflatten gives a plain tuple; eager returned a Size
+            return f"{self.constant(torch.Size, 'Size')}({as_tuple})"
         # any other registered node (a namedtuple, a transformers ModelOutput, None) is built from
         # its children as pytree builds it: the children here are built values, not leaves
         build = self.constant(pytree.SUPPORTED_NODES[spec.type].unflatten_fn, "unflatten")
