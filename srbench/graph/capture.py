@@ -15,6 +15,9 @@ import traceback
 from dataclasses import dataclass
 
 import torch
+from torch.export import ExportedProgram
+from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
+from torch.export.graph_signature import InputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from srbench.graph.eager_paths import eager_inference_paths
@@ -97,6 +100,16 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
+def _without_effect_tokens(exported: ExportedProgram) -> ExportedProgram:
+    """``exported`` with its effect tokens removed: ``run_decompositions()`` threads a token
+    through ops with side effects (``linalg.inv``'s check of singular matrices becomes
+    ``with_effects(token, aten._linalg_check_errors, ...)``), a graph input and output that hold
+    no data. The op itself is kept, called directly, so a singular matrix still raises as in eager."""
+    if not any(spec.kind == InputKind.TOKEN for spec in exported.graph_signature.input_specs):
+        return exported
+    return _remove_effect_tokens(exported)
+
+
 def capture(
     model: torch.nn.Module, example_inputs: Inputs | tuple, *, name: str = "model", decompose: bool = False
 ) -> CapturedGraph:
@@ -125,7 +138,7 @@ def capture(
         with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model):
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
             if decompose:
-                exported = exported.run_decompositions()
+                exported = _without_effect_tokens(exported.run_decompositions())
     except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
         raise CaptureError(name, _reason(error), model_source_line(error)) from error
     return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs)

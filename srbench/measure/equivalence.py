@@ -17,6 +17,7 @@ Tolerances that would switch the comparison off (infinite, NaN, negative) are re
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +144,16 @@ def check_tolerance(rtol: float, atol: float) -> None:
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
+def _assert_close(actual: Any, expected: Any, *, rtol: float, atol: float) -> None:
+    """``torch.testing.assert_close`` for tensors and numbers; any other leaf a model returns (a
+    string, an enum, a dtype) is compared by type and ``==``, which ``assert_close`` refuses
+    with a TypeError."""
+    if isinstance(expected, (torch.Tensor, numbers.Number)):
+        torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True, check_device=True)
+    elif type(actual) is not type(expected) or actual != expected:
+        raise AssertionError(f"got {actual!r} ({type(actual).__name__}), expected {expected!r}")
+
+
 def compare(actual: Any, expected: Any, *, rtol: float, atol: float, run: str) -> list[Difference]:
     """Compare every output leaf, matched by its path; raise :class:`EquivalenceError` on the
     first that differs (in structure, type, shape, dtype, device or values)."""
@@ -163,9 +174,7 @@ def compare(actual: Any, expected: Any, *, rtol: float, atol: float, run: str) -
         actual_leaf = by_path[path]
         diff = difference(path, actual_leaf, expected_leaf)
         try:
-            torch.testing.assert_close(
-                actual_leaf, expected_leaf, rtol=rtol, atol=atol, equal_nan=True, check_device=True
-            )
+            _assert_close(actual_leaf, expected_leaf, rtol=rtol, atol=atol)
         except AssertionError as error:
             raise EquivalenceError(
                 f"{run}: output {path} differs from eager: largest absolute difference {diff.max_abs:.3g}, "
@@ -183,7 +192,7 @@ def _check_unchanged(now: Any, before: Any, what: str, run: str) -> None:
     _check_readable(now, what, run)
     for (path, current), (_, saved) in zip(leaves(now), leaves(before)):
         try:
-            torch.testing.assert_close(current, saved, rtol=0, atol=0, equal_nan=True)
+            _assert_close(current, saved, rtol=0, atol=0)
         except AssertionError as error:
             raise EquivalenceError(f"{run}: {what} {path} was modified\n{error}") from None
 
