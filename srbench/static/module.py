@@ -17,7 +17,7 @@ from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
 from srbench.static.prepared import PreparedGraph, prepare_graph
 from srbench.static.rewrite_choice import keep_faster_rewrites
 from srbench.static.runtime import StaticRuntime
-from srbench.static.signature import InputSignature, positional_names
+from srbench.static.signature import InputSignature, in_form, positional_names
 from srbench.static.stream_choice import keep_faster
 
 
@@ -61,6 +61,7 @@ class StaticModule:
         self.name = name
         self.out_variants = out_variants if out_variants is not None else OUT_VARIANTS
         self.argument_names = tuple(positional_names(model.forward, len(example.args)))
+        self.keyword_names = frozenset(example.kwargs)
         self._lock = threading.Lock()
         self._prepared: dict[tuple, PreparedGraph] = {}
         self._code: dict[tuple, dict[str, CodeType]] = {}
@@ -116,6 +117,12 @@ class StaticModule:
 
     def expected_signature(self) -> str:
         return self.signature.describe()
+
+    def in_prepared_form(self, inputs: Inputs) -> Inputs:
+        """``inputs`` with arguments moved between positional and keyword as the example passed
+        them (:func:`~srbench.static.signature.in_form`): eager takes ``model(x, y=y)`` for
+        ``model(x, y)``, and so does the runtime, on its slow path."""
+        return in_form(self.model.forward, inputs, len(self.argument_names), self.keyword_names)
 
     def check_inputs(self, inputs: Inputs | tuple) -> InputSignature:
         """The signature of ``inputs``; raise :class:`InputSignatureError` naming the first

@@ -133,9 +133,10 @@ class StaticRuntime:
         except IndexError:
             raise self._busy() from None
         try:
-            bound = self.bind(Inputs(args, kwargs))
+            inputs = self.module.in_prepared_form(Inputs(args, kwargs))
+            bound = self.bind(inputs)
             self._forward = bound.forward
-            return bound.forward_unchecked(*args, **kwargs)
+            return bound.forward_unchecked(*inputs.args, **inputs.kwargs)
         finally:
             self._token.append(True)
 
