@@ -28,12 +28,25 @@ def op_schema(node: torch.fx.Node) -> torch.FunctionSchema:
     return node.target._schema
 
 
+# Composite ops whose schema marks no argument written, though they update running statistics in
+# place when their flag says so (``training``, ``use_input_stats``): op -> (the flag's index, the
+# written arguments' indices). A model left in training mode keeps them in its export graph.
+_UNMARKED_WRITES: dict[torch._ops.OpOverload, tuple[int, tuple[int, ...]]] = {
+    torch.ops.aten.batch_norm.default: (5, (3, 4)),
+    torch.ops.aten.instance_norm.default: (5, (3, 4)),
+}
+
+
 def written_arguments(node: torch.fx.Node) -> list[torch.fx.Node]:
     """The argument nodes an ATen op writes in place, per its schema (``Tensor(a!)``), lists of
-    tensors included; none for a node that does not call an ATen op."""
+    tensors included, and the running statistics a batch or instance norm updates while training
+    (:data:`_UNMARKED_WRITES`); none for a node that does not call an ATen op."""
     target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return []
+    unmarked = _UNMARKED_WRITES.get(target)
+    if unmarked is not None and len(node.args) > unmarked[0] and node.args[unmarked[0]] is True:
+        return [arg for arg in (node.args[index] for index in unmarked[1]) if isinstance(arg, torch.fx.Node)]
     written: list[torch.fx.Node] = []
     for index, argument in enumerate(target._schema.arguments):
         if argument.alias_info is None or not argument.alias_info.is_write:

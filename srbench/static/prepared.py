@@ -93,6 +93,10 @@ class PreparedGraph:
     # a tentative multistream program's one-stream twin, until prepare time measures which is faster
     one_stream: PreparedGraph | None = None
     hosting: Hosting | None = None  # intermediates planned into the run's fresh outputs
+    # the model's parameters and buffers the program writes in place (a step counter, the running
+    # statistics of a norm left training, a renormalised embedding): prepare-time timing runs the
+    # program many times and gives them back their values (:mod:`srbench.static.timing`)
+    written_state: tuple[torch.Tensor, ...] = ()
 
     @property
     def hosted_results(self) -> int:
@@ -329,6 +333,11 @@ def prepare_graph(
     mutations = _mutation_outputs(captured)
     written = written_storages(graph, schema_analysis) | set(mutations.values())
     probe_values = {n: (v.clone() if n in written and isinstance(v, torch.Tensor) else v) for n, v in values.items()}
+    written_state = tuple(
+        value
+        for name, value in values.items()
+        if name in written and name in constant_nodes and isinstance(value, torch.Tensor)
+    )
     with torch.no_grad():
         resolutions = resolve(graph, probe_values, frozenset(constant_nodes - written), out_variants)
     aliases = {node: r.aliases for node, r in resolutions.items() if r.aliases}
@@ -457,6 +466,7 @@ def prepare_graph(
             seconds=time.perf_counter() - start,
             rewrites=rewrites,
             hosting=choice.hosting if choice.hosting.plans else None,
+            written_state=written_state,
             **streams,
         )
 

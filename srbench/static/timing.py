@@ -10,10 +10,11 @@ on a shared machine hits both alike), within a small budget.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -49,7 +50,24 @@ def interleaved_medians(
         runtime = StaticRuntime(module, candidate.device)
         bound = runtime._bind(candidate, candidate.program.compiled(module.name))
         calls.append(bound.forward_unchecked)
-    return call_medians(calls, inputs, device_barrier(candidates[0].device))
+    with _state_kept({id(t): t for candidate in candidates for t in candidate.written_state}.values()):
+        return call_medians(calls, inputs, device_barrier(candidates[0].device))
+
+
+@contextlib.contextmanager
+def _state_kept(state: Iterable[torch.Tensor]) -> Iterator[None]:
+    """Give ``state`` (the model's parameters and buffers the programs write) back its values
+    after the timed calls: they are not the user's calls, and a step counter, running statistics
+    or a renormalised embedding must end as if they had not run."""
+    state = list(state)
+    with torch.no_grad():
+        saved = [tensor.clone() for tensor in state]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for tensor, value in zip(state, saved):
+                tensor.copy_(value)
 
 
 def device_barrier(device: torch.device) -> Callable[[], None]:
