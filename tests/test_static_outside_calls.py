@@ -16,7 +16,7 @@ from torch import nn
 
 from srbench.inputs import Inputs
 from srbench.measure.equivalence import EquivalenceError, compare
-from srbench.options import StaticOptions
+from srbench.options import StaticOptions, id_parts
 from srbench.static import StaticModule
 
 
@@ -106,14 +106,15 @@ class TwoArguments(nn.Module):
     ],
     ids=["positional-then-keyword", "keywords-then-positional", "default-left-out"],
 )
-def test_an_argument_passed_by_keyword_or_position_is_one_call(conformance, static_options, prepared, called):
+@pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
+def test_an_argument_passed_by_keyword_or_position_is_one_call(conformance, decompose, prepared, called):
     """Eager takes ``model(x, y)``, ``model(x, y=y)`` and ``model(x, y, scale=1.0)`` alike; the
     runtime refused any form but the prepared one ('expected 2 positional arguments, got 1',
     'keyword arguments differ: missing scale'). Its slow path now moves the arguments to the
     prepared form, and a scalar given with its default's value counts as left out."""
     first = prepared(randn(2, 4), randn(2, 4, seed=2))
     second = called(randn(3, 4, seed=1), randn(3, 4, seed=3))
-    conformance(TwoArguments(), first, second, static_options)
+    conformance(TwoArguments(), first, second, StaticOptions(decompose=decompose))  # the form, whatever the options
 
 
 class Stateful(nn.Module):
@@ -145,15 +146,23 @@ class TrainingNorm(nn.Module):
         return self.norm(self.linear(x))
 
 
+# how a write reaches the state differs with these (in place, or returned and copied back); the
+# other options do not change it, and every prepare here is timed: a few seconds each
+STATE_OPTIONS = [
+    StaticOptions(enable_out_variant=out, decompose=decompose) for out in (True, False) for decompose in (False, True)
+]
+
+
 @pytest.mark.parametrize("streams", [1, 2])
 @pytest.mark.parametrize("model_class", [Stateful, TrainingNorm])
-def test_state_the_model_writes_is_written_once_per_call(one_thread, static_options, streams, model_class):
+@pytest.mark.parametrize("options", STATE_OPTIONS, ids=lambda options: "-".join(id_parts(options)))
+def test_state_the_model_writes_is_written_once_per_call(one_thread, options, streams, model_class):
     """Prepare-time timing (the rewrites, several streams against one) ran the program tens of
     times on the model's own buffers: a step counter stood at 58 before the first call. And a
     batch norm left training updated its running statistics during preparing, as the schema of
     ``aten.batch_norm`` hides the write. Eager's model and srbench's must hold the same state
     after each call."""
-    options = dataclasses.replace(static_options, streams=streams)
+    options = dataclasses.replace(options, streams=streams)
     torch.manual_seed(0)
     eager_model = model_class().train(model_class is TrainingNorm)
     static_model = copy.deepcopy(eager_model)
