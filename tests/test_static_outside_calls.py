@@ -183,3 +183,16 @@ def test_timing_restores_state_the_program_writes():
     model = Stateful().eval()
     module = StaticModule(model, (randn(1, 3, 8, 8), randn(4, 8)), StaticOptions(measure_choices=False))
     assert [tensor is model.steps for tensor in module.prepared.written_state] == [True]
+
+
+class Swap(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return b, a
+
+
+@pytest.mark.parametrize("streams", [2, 4])
+def test_a_graph_without_ops_runs_on_several_streams(conformance, streams):
+    """A model that only returns its inputs has no op for stream 0: its threads program had an
+    empty ``try:`` block, and preparing failed with an IndentationError in the generated code."""
+    options = StaticOptions(streams=streams, measure_choices=False)
+    conformance(Swap(), (randn(2), randn(3, seed=1)), (randn(4, seed=2), randn(1, seed=3)), options)

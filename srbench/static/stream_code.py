@@ -176,7 +176,7 @@ class StreamCodeWriter(CodeWriter):
         n = len(self.user_inputs)
         unpack = ", ".join(f"in_{i}" for i in range(n)) + ("," if n == 1 else "")
         functions: list[str] = []
-        stream_0 = ""
+        stream_0 = INDENT + "    pass"  # a graph without ops (its outputs are its inputs) has no stream 0
         for stream, ops in enumerate(schedule.streams):
             worker = stream != 0
             stop = f"if {Hook.STREAMS}.failed: return" if worker else f"{Hook.STREAMS}.check()"
