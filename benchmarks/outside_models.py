@@ -1,19 +1,21 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 42
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 67
 models that are not in the zoo, offline and randomly initialised: stock ``torch.nn`` pieces
 and small hand-written models that exercise one semantic each (masks, recurrent layers, 1-D/3-D
-and transposed convolutions, normalisations, pixel shuffle, pytree inputs and outputs, in-place
-ops, view chains, indexing, sorting, float64 and int64 paths), and ``transformers`` models from
-small configs (``HF_HUB_OFFLINE=1``, nothing downloaded). Each model has two calls: shape 0 at
-batch 1, shape 1 at another batch and, where the model has one, another length or size.
+and transposed convolutions, normalisations, pixel shuffle, resampling, pytree inputs and
+outputs, calls written in other forms, in-place ops, view chains, indexing, sorting, half, int8,
+complex and float64 paths, linalg), and ``transformers`` models from small configs
+(``HF_HUB_OFFLINE=1``, nothing downloaded). Each model has two calls: shape 0 at batch 1, shape 1
+at another batch and, where the model has one, another length or size.
 
 For each model, in one process, one model at a time, one intra-op thread:
 
 1. ``torch.export`` itself: a model it cannot capture is reported as such (``not capturable``,
    with export's first line), and not counted as srbench's failure;
-2. srbench's static runtime under five option sets (the defaults; ``enable_out_variant=False``;
-   ``cleanup_activations=False``; ``manage_output_tensors=True``; ``decompose=True``), each prepared on shape 0 and
+2. srbench's static runtime under seven option sets (the defaults; ``enable_out_variant=False``;
+   ``cleanup_activations=False``; ``manage_output_tensors=True``; ``decompose=True``;
+   ``streams=2``; ``streams=4``), each prepared on shape 0 and
    checked against eager by the suites' equivalence protocol (``srbench.measure.equivalence``:
    shape 0, shape 1, shape 0 again; inputs as eager leaves them; outputs of one run not
    overwritten by the next unless outputs are managed), and through the ``srbench`` runtime plugin
@@ -29,7 +31,8 @@ For each model, in one process, one model at a time, one intra-op thread:
 
 Exit status 0 when every capturable model is equivalent under every option set, 1 otherwise.
 What the sweep found, and what still fails, is in the README ("Models from outside the zoo"); each
-fix is kept by a test in ``tests/test_static_outside.py`` on the smallest model that showed it.
+fix is kept by a test in ``tests/test_static_outside.py`` (the first round) or
+``tests/test_static_outside_calls.py`` (the second) on the smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
@@ -583,6 +586,105 @@ def _cell_loop() -> Any:
     return CellLoop()
 
 
+def _torch_pieces() -> list[OutsideModel]:
+    """The second round: stock pieces the first did not cover, and calls written unusually."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class Pieces(nn.Module):
+        """EmbeddingBag in three modes, a projected bidirectional LSTM, Unfold/Fold, grid_sample."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.bags = nn.ModuleList(nn.EmbeddingBag(50, 8, mode=mode) for mode in ("sum", "mean", "max"))
+            self.lstm = nn.LSTM(8, 10, num_layers=2, bidirectional=True, batch_first=True, proj_size=6)
+
+        def forward(self, ids: torch.Tensor, image: torch.Tensor, theta: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            bags = torch.stack([bag(ids) for bag in self.bags], dim=1)
+            sequence, (hidden, _) = self.lstm(bags)
+            columns = F.unfold(image, kernel_size=3, padding=1)
+            folded = F.fold(columns, output_size=image.shape[-2:], kernel_size=3, padding=1)
+            grid = F.affine_grid(theta, list(image.shape), align_corners=False)
+            return sequence, hidden, folded, F.grid_sample(image, grid, mode="bicubic", padding_mode="reflection")
+
+    def piece_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        ids = torch.randint(0, 50, (batch, 5), generator=_seeded(shape))
+        return _call(ids, _randn(shape, batch, 3, 8, (8, 6)[shape]), _randn(shape + 1, batch, 2, 3) * 0.5)
+
+    class Resampling(nn.Module):
+        """interpolate in six modes, adaptive and Lp pooling, PixelUnshuffle, ChannelShuffle, pads."""
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return (
+                F.interpolate(x, size=(11, 13), mode="bilinear", align_corners=True),
+                F.interpolate(x, scale_factor=1.5, mode="bicubic"),
+                F.interpolate(x, scale_factor=0.5, mode="area"),
+                F.interpolate(x, scale_factor=2, mode="nearest-exact"),
+                F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
+                F.adaptive_max_pool2d(x, (3, 5)) + F.lp_pool2d(x, 2, 2)[..., :3, :5].sum(),
+                F.pixel_unshuffle(x, 2),
+                nn.ChannelShuffle(2)(x),
+                F.pad(x, (1, 2, 3, 0), mode="reflect") + F.pad(x, (1, 2, 3, 0), mode="circular"),
+            )
+
+    class Numerics(nn.Module):
+        """float16/bfloat16/int8/bool paths, FFT and complex outputs, linalg (whose error checks
+        become effect tokens under decompose)."""
+
+        def forward(self, x: torch.Tensor, q: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            half, brain = x.half(), x.bfloat16()
+            spectrum = torch.fft.rfft(x, dim=-1)
+            spd = a @ a.mT + 4 * torch.eye(a.shape[-1])
+            return (
+                half * 2 + half.exp(), brain.relu().float(), (q >> 1) & 7, q.clamp(-5, 5), (x > 0).any(-1),
+                spectrum, torch.fft.irfft(spectrum * 2, n=x.shape[-1]), torch.view_as_real(spectrum),
+                torch.linalg.inv(spd), torch.linalg.solve(spd, a), torch.linalg.cholesky(spd),
+            )  # fmt: skip
+
+    def numeric_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        q = torch.randint(-100, 100, (batch, 8), generator=_seeded(shape), dtype=torch.int8)
+        return _call(_randn(shape, batch, 16), q, _randn(shape + 1, batch, 4, 4))
+
+    class Forms(nn.Module):
+        """Called as ``forward(x, y)`` first and ``forward(x, y=y, scale=1.0)`` next (one call to
+        eager); returns its input's ``torch.Size``, a string argument, and a transposed result."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(
+            self, x: torch.Tensor, y: torch.Tensor, mode: str = "amax", *, scale: float = 1.0
+        ) -> tuple[Any, ...]:
+            h = self.linear(x) * scale
+            return getattr(h, mode)(-1), x.shape, mode, (x.t() + (y * 3).sum(0, keepdim=True).t()).abs()
+
+    def form_inputs(shape: int) -> Any:
+        x, y = _randn(shape, _batch(shape), 8), _randn(shape + 1, _batch(shape), 8)
+        return _call(x, y) if shape == 0 else _call(x, y=y, scale=1.0)
+
+    class Swap(nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return b, a
+
+    return [
+        OutsideModel("bags_lstm_fold_grid", "EmbeddingBag sum/mean/max, LSTM(proj_size) bidirectional, "
+                     "Unfold/Fold, affine_grid + grid_sample", Pieces, piece_inputs),
+        OutsideModel("resampling", "interpolate (6 modes, antialias), adaptive/Lp pools, PixelUnshuffle, "
+                     "ChannelShuffle, reflect/circular pads", Resampling,
+                     lambda shape: _call(_randn(shape, _batch(shape), 4, 8, (8, 10)[shape]))),
+        OutsideModel("numerics", "float16/bfloat16/int8/bool, rfft/irfft/view_as_real, linalg inv/solve/cholesky",
+                     Numerics, numeric_inputs, rtol=1e-3, atol=1e-3),
+        OutsideModel("call_forms", "positional then keyword call, default given, Size and str outputs, "
+                     "transposed output", Forms, form_inputs),
+        OutsideModel("inputs_swapped", "returns its two inputs swapped: no op at all", Swap,
+                     lambda shape: _call(_randn(shape, 2), _randn(shape + 1, 3 + shape))),
+    ]  # fmt: skip
+
+
 # transformers: small configs (2 layers, width 64, 2-4 heads), inputs as transformers takes them.
 
 
@@ -621,10 +723,13 @@ def _tokens(
     pixels: int | None = None,
     decoder: tuple[int, int] | None = None,
     labels: int | None = None,
+    labels_like_ids: bool = False,
+    mask: bool = True,
 ) -> Callable[[int], Any]:
-    """``input_ids`` and ``attention_mask`` (the last sequence padded), plus ``pixel_values`` of
-    that size, ``decoder_input_ids`` of those lengths, class ``labels`` below that count, and
-    ``extra`` keyword arguments (flags) when given."""
+    """``input_ids`` and ``attention_mask`` (the last sequence padded; none without ``mask``),
+    plus ``pixel_values`` of that size, ``decoder_input_ids`` of those lengths, class ``labels``
+    below that count or language-model ``labels`` (the ids, -100 where padded), and ``extra``
+    keyword arguments (flags) when given."""
 
     def make(shape: int) -> Any:
         import torch
@@ -633,13 +738,17 @@ def _tokens(
         ids = torch.randint(0, vocab, (batch, length), generator=_seeded(shape))
         attention = torch.ones(batch, length, dtype=torch.int64)
         attention[-1, length - 4 :] = 0
-        kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=attention, **(extra or {}))
+        kwargs: dict[str, Any] = dict(
+            input_ids=ids, **(dict(attention_mask=attention) if mask else {}), **(extra or {})
+        )
         if pixels is not None:
             kwargs["pixel_values"] = _randn(shape, batch, 3, pixels, pixels)
         if decoder is not None:
             kwargs["decoder_input_ids"] = torch.randint(0, vocab, (batch, decoder[shape]), generator=_seeded(shape))
         if labels is not None:
             kwargs["labels"] = torch.randint(0, labels, (batch,), generator=_seeded(shape))
+        if labels_like_ids:
+            kwargs["labels"] = ids.masked_fill(attention == 0, -100)
         return _call(**kwargs)
 
     return make
@@ -647,6 +756,20 @@ def _tokens(
 
 def _pixels(sizes: tuple[int, int], channels: int = 3) -> Callable[[int], Any]:
     return lambda shape: _call(pixel_values=_randn(shape, _batch(shape), channels, sizes[shape], sizes[shape]))
+
+
+def _masked_patches(size: int, patch: int) -> Callable[[int], Any]:
+    """Pixels and the ``noise`` that decides which patches ViTMAE masks (drawn at random inside
+    the model when not given: no two eager calls would agree)."""
+
+    def make(shape: int) -> Any:
+        import torch
+
+        batch = _batch(shape)
+        noise = torch.rand(batch, (size // patch) ** 2, generator=_seeded(shape))
+        return _call(pixel_values=_randn(shape, batch, 3, size, size), noise=noise)
+
+    return make
 
 
 def _features(width: int, lengths: tuple[int, int]) -> Callable[[int], Any]:
@@ -657,6 +780,27 @@ def _wave(lengths: tuple[int, int]) -> Callable[[int], Any]:
     return lambda shape: _call(input_values=_randn(shape, _batch(shape), lengths[shape]))
 
 
+SEQ2SEQ = dict(
+    d_model=64,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=128,
+    decoder_ffn_dim=128,
+    vocab_size=1000,
+)
+AUDIO = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=128,
+    conv_dim=(32, 32, 32),
+    conv_stride=(5, 2, 2),
+    conv_kernel=(10, 3, 3),
+    num_conv_pos_embeddings=16,
+    num_conv_pos_embedding_groups=4,
+)
 ENCODER = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000)
 DECODER = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000)
 HF_TOLERANCE = dict(rtol=1e-4, atol=1e-4)
@@ -712,6 +856,46 @@ def _transformers_models() -> list[OutsideModel]:
               decoder_hidden_size=32, num_labels=3), _pixels((32, 48))),
         ("hf_llama_with_cache", "LlamaForCausalLM", "LlamaConfig", None, dict(DECODER, num_key_value_heads=2),
          _tokens(1000)),
+        # the second round: more decoders without their cache, encoders, seq2seq, audio and vision
+        ("hf_qwen2", "Qwen2ForCausalLM", "Qwen2Config", "logits", dict(DECODER, num_key_value_heads=2, use_cache=False),
+         _tokens(1000)),
+        ("hf_phi", "PhiForCausalLM", "PhiConfig", "logits", dict(DECODER, use_cache=False), _tokens(1000)),
+        ("hf_gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXConfig", "logits", dict(DECODER, use_cache=False), _tokens(1000)),
+        ("hf_gemma2", "Gemma2ForCausalLM", "Gemma2Config", "logits",
+         dict(DECODER, num_key_value_heads=2, head_dim=16, use_cache=False, sliding_window=8), _tokens(1000)),
+        ("hf_falcon", "FalconForCausalLM", "FalconConfig", "logits",
+         dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000, use_cache=False),
+         _tokens(1000)),
+        ("hf_bloom", "BloomForCausalLM", "BloomConfig", "logits",
+         dict(hidden_size=64, n_layer=2, n_head=4, vocab_size=1000, use_cache=False), _tokens(1000)),
+        ("hf_mpt", "MptForCausalLM", "MptConfig", "logits",
+         dict(d_model=64, n_layers=2, n_heads=4, vocab_size=1000, use_cache=False), _tokens(1000)),
+        ("hf_llama_labels", "LlamaForCausalLM", "LlamaConfig", "loss", dict(DECODER, num_key_value_heads=2),
+         _tokens(1000, extra=dict(use_cache=False), labels_like_ids=True)),
+        ("hf_deberta_v2", "DebertaV2Model", "DebertaV2Config", "last_hidden_state",
+         dict(ENCODER, relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"]), _tokens(1000)),
+        ("hf_mobilebert", "MobileBertModel", "MobileBertConfig", "last_hidden_state",
+         dict(ENCODER, embedding_size=32, intra_bottleneck_size=32, num_feedforward_networks=2), _tokens(1000)),
+        ("hf_funnel", "FunnelModel", "FunnelConfig", "last_hidden_state",
+         dict(d_model=64, n_head=4, d_head=16, d_inner=128, block_sizes=[1, 1], vocab_size=1000), _tokens(1000)),
+        ("hf_fnet", "FNetModel", "FNetConfig", "last_hidden_state",
+         dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, vocab_size=1000), _tokens(1000, mask=False)),
+        ("hf_canine", "CanineModel", "CanineConfig", "last_hidden_state",
+         dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, downsampling_rate=2,
+              num_hash_buckets=64, num_hash_functions=2), _tokens(1000)),
+        ("hf_bert_tuple", "BertModel", "BertConfig", None, ENCODER, _tokens(1000, extra=dict(return_dict=False))),
+        ("hf_bart_seq2seq", "BartForConditionalGeneration", "BartConfig", "logits", dict(SEQ2SEQ, use_cache=False),
+         _tokens(1000, decoder=(6, 4))),
+        ("hf_hubert", "HubertModel", "HubertConfig", "last_hidden_state", AUDIO, _wave((4000, 2400))),
+        ("hf_beit", "BeitModel", "BeitConfig", "last_hidden_state",
+         dict(ENCODER, image_size=32, patch_size=8, use_relative_position_bias=True), _pixels((32, 32))),
+        ("hf_levit", "LevitModel", "LevitConfig", "last_hidden_state",
+         dict(image_size=64, hidden_sizes=[32, 48, 64], num_attention_heads=[1, 2, 2], depths=[1, 1, 1],
+              key_dim=[8, 8, 8]), _pixels((64, 64))),
+        ("hf_convnextv2", "ConvNextV2Model", "ConvNextV2Config", "pooler_output",
+         dict(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2), _pixels((32, 48))),
+        ("hf_vitmae", "ViTMAEModel", "ViTMAEConfig", "last_hidden_state",
+         dict(ENCODER, image_size=32, patch_size=8, mask_ratio=0.5), _masked_patches(32, 8)),
     ]  # fmt: skip
     cases = [
         OutsideModel(name, f"transformers {cls}, small, {'its whole ModelOutput' if out is None else out}",
@@ -735,7 +919,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 def outside_models() -> list[OutsideModel]:
     """Every model of the sweep, torch.nn ones first."""
-    return _torch_models() + _transformers_models()
+    return _torch_models() + _torch_pieces() + _transformers_models()
 
 
 # --------------------------------------------------------------------------------------------
@@ -748,6 +932,8 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
     "no_cleanup": {"cleanup_activations": False},
     "managed_outputs": {"manage_output_tensors": True},
     "decompose": {"decompose": True},
+    "streams2": {"streams": 2},  # several streams (CPU threads), kept where they measure faster
+    "streams4": {"streams": 4},
 }
 
 
@@ -856,7 +1042,7 @@ def sweep_one(case: OutsideModel, rounds: int) -> Row:
 
 
 def _table(rows: Sequence[Row], markdown: bool) -> str:
-    header = ("model", "result (default, no_out_variant, no_cleanup, managed_outputs, decompose, plugin)", "eager us",
+    header = ("model", f"result ({', '.join([*OPTION_SETS, 'plugin'])})", "eager us",
               "srbench us", "srbench/eager")  # fmt: skip
     lines = []
     for row in rows:
