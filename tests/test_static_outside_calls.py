@@ -196,3 +196,20 @@ def test_a_graph_without_ops_runs_on_several_streams(conformance, streams):
     empty ``try:`` block, and preparing failed with an IndentationError in the generated code."""
     options = StaticOptions(streams=streams, measure_choices=False)
     conformance(Swap(), (randn(2), randn(3, seed=1)), (randn(4, seed=2), randn(1, seed=3)), options)
+
+
+class Fill(nn.Module):
+    def forward(self, x: torch.Tensor, value: float) -> torch.Tensor:
+        return x.masked_fill(x > 0, value) * 2
+
+
+def test_a_nan_argument_is_prepared_once(one_thread):
+    """Scalars are baked into a program and looked up by value, and a NaN is unequal to itself:
+    each call passing ``float("nan")`` missed the fast path's guard and the cache, and was
+    captured and prepared anew (one more program per call, never freed)."""
+    x = randn(4, 4)
+    module = StaticModule(Fill(), (x, float("nan")))
+    runtime = module.runtime()
+    for value in (float("nan"), float("nan"), 1.0, float("nan")):
+        torch.testing.assert_close(runtime(x, value), Fill()(x, value), equal_nan=True)
+    assert module.shapes_prepared == 2  # NaN, and 1.0

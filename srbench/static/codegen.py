@@ -631,7 +631,10 @@ class CodeWriter:
                 checks.append(f"in_{i} is not None")
             else:
                 checks.append(f"type(in_{i}) is not {self.constant(type(value.value), 'type')}")
-                checks.append(f"in_{i} != {self.render(value.value)}")
+                if value.is_nan:  # the one value unequal to itself: a NaN matches a NaN
+                    checks.append(f"in_{i} == in_{i}")
+                else:
+                    checks.append(f"in_{i} != {self.render(value.value)}")
         if self.disjoint_inputs or self.signature.shares_memory:
             checks.append(f"_sharing_of(*{self.leaves}) != _g_sharing")
         miss = f"return {Hook.MISS}(args, kwargs)"

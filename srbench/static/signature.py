@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +62,15 @@ class ScalarLeaf:
     value: Any
 
     @property
+    def is_nan(self) -> bool:
+        return isinstance(self.value, float) and math.isnan(self.value)
+
+    @property
     def key(self) -> tuple:
+        """Equal for equal values, and for two NaNs: a NaN is unequal to itself, and every call
+        passing ``float("nan")`` was prepared anew (a program more per call, never freed)."""
+        if self.is_nan:
+            return (float, "nan")
         try:
             hash(self.value)
         except TypeError:
