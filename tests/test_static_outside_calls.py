@@ -213,3 +213,30 @@ def test_a_nan_argument_is_prepared_once(one_thread):
     for value in (float("nan"), float("nan"), 1.0, float("nan")):
         torch.testing.assert_close(runtime(x, value), Fill()(x, value), equal_nan=True)
     assert module.shapes_prepared == 2  # NaN, and 1.0
+
+
+class WritesInput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
+        seen.add_(1)
+        return self.linear(x).relu() + seen
+
+
+@pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
+def test_example_inputs_made_under_inference_mode(one_thread, decompose):
+    """Inputs made under ``torch.inference_mode`` (as eager runs are) are inference tensors: a
+    model writing one could not be captured outside that mode ('Inplace update to inference
+    tensor outside InferenceMode'), though eager and srbench both run it. Capture takes a copy."""
+    with torch.inference_mode():
+        example = (randn(2, 4), torch.zeros(2, 4))
+    model = WritesInput()
+    runtime = StaticModule(model, example, StaticOptions(decompose=decompose)).runtime()  # a capture matter
+    for batch in (2, 3):
+        x, seen, eager_seen = randn(batch, 4, seed=batch), torch.ones(batch, 4), torch.ones(batch, 4)
+        with torch.no_grad():
+            expected = model(x, eager_seen)
+        torch.testing.assert_close(runtime(x, seen), expected)
+        torch.testing.assert_close(seen, eager_seen)

@@ -134,6 +134,10 @@ def capture(
         inputs = Inputs.coerce(example_inputs)
     except TypeError as error:
         raise CaptureError(name, str(error)) from None
+    if not torch.is_inference_mode_enabled() and any(tensor.is_inference() for tensor in inputs.tensors()):
+        # made under torch.inference_mode: export traces outside it, where a model writing its
+        # input may not update an inference tensor; a copy (memory sharing kept) is a normal one
+        inputs = inputs.clone()
     try:
         with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model):
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
