@@ -240,3 +240,29 @@ def test_example_inputs_made_under_inference_mode(one_thread, decompose):
             expected = model(x, eager_seen)
         torch.testing.assert_close(runtime(x, seen), expected)
         torch.testing.assert_close(seen, eager_seen)
+
+
+class Attention(nn.Module):
+    """GPT-2's attention in small: heads by SDPA with a padding mask, the result viewed flat."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = nn.Linear(16, 48), nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape
+        q, k, v = self.qkv(x).view(batch, length, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
+        y = y.transpose(1, 2).contiguous().reshape(batch, length, 16)
+        return torch.addmm(self.out.bias, y.view(-1, 16), self.out.weight.t())
+
+
+def test_attention_whose_decomposition_breaks_a_view_is_captured(conformance):
+    """Lowered to core ATen, SDPA's decomposition gives its result other strides than the graph
+    says (pytorch/pytorch#136543): at a batch above 1 the ``view`` after it failed, and
+    ``decompose`` could not capture GPT-2. It is lowered again with SDPA kept whole."""
+    masks = [torch.ones(batch, length, dtype=torch.bool) for batch, length in ((2, 6), (3, 4))]
+    for mask in masks:
+        mask[-1, -2:] = False
+    first, second = (randn(2, 6, 16), masks[0]), (randn(3, 4, 16, seed=1), masks[1])
+    conformance(Attention(), first, second, StaticOptions(decompose=True), atol=1e-5)

@@ -100,6 +100,19 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
+def _decomposed(exported: ExportedProgram) -> ExportedProgram:
+    """``exported`` lowered to core ATen; where that fails, lowered again with
+    ``scaled_dot_product_attention`` kept whole (it then runs as eager runs it). Its decomposition
+    gives its result other strides than the captured graph has (pytorch/pytorch#136543), and a
+    ``view`` after it then fails: GPT-2 at batch 2 with a padding mask could not be captured."""
+    try:
+        return exported.run_decompositions()
+    except Exception:  # torch raises many types here; the second lowering raises its own
+        table = torch.export.default_decompositions()
+        table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
+        return exported.run_decompositions(table)
+
+
 def _without_effect_tokens(exported: ExportedProgram) -> ExportedProgram:
     """``exported`` with its effect tokens removed: ``run_decompositions()`` threads a token
     through ops with side effects (``linalg.inv``'s check of singular matrices becomes
@@ -142,7 +155,7 @@ def capture(
         with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model):
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
             if decompose:
-                exported = _without_effect_tokens(exported.run_decompositions())
+                exported = _without_effect_tokens(_decomposed(exported))
     except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
         raise CaptureError(name, _reason(error), model_source_line(error)) from error
     return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs)
