@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 67
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 68
 models that are not in the zoo, offline and randomly initialised: stock ``torch.nn`` pieces
 and small hand-written models that exercise one semantic each (masks, recurrent layers, 1-D/3-D
 and transposed convolutions, normalisations, pixel shuffle, resampling, pytree inputs and
@@ -884,6 +884,8 @@ def _transformers_models() -> list[OutsideModel]:
          dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, downsampling_rate=2,
               num_hash_buckets=64, num_hash_functions=2), _tokens(1000)),
         ("hf_bert_tuple", "BertModel", "BertConfig", None, ENCODER, _tokens(1000, extra=dict(return_dict=False))),
+        ("hf_gpt2_padded", "GPT2LMHeadModel", "GPT2Config", "logits",
+         dict(n_embd=64, n_layer=2, n_head=4, vocab_size=1000, use_cache=False), _tokens(1000)),
         ("hf_bart_seq2seq", "BartForConditionalGeneration", "BartConfig", "logits", dict(SEQ2SEQ, use_cache=False),
          _tokens(1000, decoder=(6, 4))),
         ("hf_hubert", "HubertModel", "HubertConfig", "last_hidden_state", AUDIO, _wave((4000, 2400))),
