@@ -380,6 +380,26 @@ def test_the_faster_program_is_kept(monkeypatch, medians, kept_streams):
     assert kept.schedule.notes["measured_seconds"] == {1: medians[1], 2: medians[0]}
 
 
+@pytest.mark.parametrize(
+    ("measurements", "kept_streams"),
+    [
+        ([(0.97, 1.0), (0.85, 1.0)], 2),  # undecided, then clearly faster: 0.91 on both
+        ([(0.93, 1.0), (1.0, 1.0)], 1),  # undecided, then no faster: 0.965 on both
+        ([(0.5, 1.0)], 2),  # clear at once: measured once
+        ([(1.2, 1.0)], 1),
+    ],
+)
+def test_a_result_close_to_the_margin_is_measured_again(monkeypatch, measurements, kept_streams):
+    from srbench.static import stream_choice
+
+    module, prepared, x = _with_twin()
+    calls = iter(measurements)
+    monkeypatch.setattr(stream_choice, "interleaved_medians", lambda module, candidates, inputs: list(next(calls)))
+    kept = stream_choice.keep_faster(module, prepared, (x,))
+    assert kept.streams_used == kept_streams
+    assert next(calls, None) is None  # every measurement prepared was taken, and no more
+
+
 def test_the_measurement_runs_both_programs_on_copies_of_the_inputs():
     from srbench.static import stream_choice
 
