@@ -4,6 +4,7 @@ Not a timed test: run it as a script and read the tables.
 
     .venv/bin/python benchmarks/multistream.py                  # the anchors, the GIL line, planned bytes
     .venv/bin/python benchmarks/multistream.py --only anchors --rounds 300
+    .venv/bin/python benchmarks/multistream.py --only loops      # each runtime alone in a loop
     .venv/bin/python benchmarks/multistream.py --only bytes --zoo builtin,transformers --json out.json
 
 **Anchors** (issue 11): an 8-tower MLP (towers 256-512-256 on one input, summed) at batch 32 and
@@ -261,6 +262,74 @@ def measure_anchor(anchor: Anchor, rounds: int, device: str = "cpu") -> list[Anc
     return rows
 
 
+# -- isolated loops ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopRow:
+    anchor: str
+    eager_us: float
+    one_stream_us: float
+    two_streams_us: float
+    streams_kept: int
+
+    @property
+    def gain(self) -> float:
+        """Two streams over one, the same way a user's loop of one runtime sees it."""
+        return self.one_stream_us / self.two_streams_us
+
+
+def isolated_loops(anchor: Anchor, calls: int = 300, repetitions: int = 3) -> list[LoopRow]:
+    """Eager, srbench on one stream and on two, each run alone in a loop of ``calls`` (after 30
+    warm-up calls), medians per repetition: what a loop of one runtime sees, without the other
+    contenders running between two calls as in :func:`interleaved`."""
+    import torch
+
+    from srbench.static import StaticModule, StaticOptions
+
+    torch.manual_seed(0)
+    model = anchor.build().eval()
+    x = torch.randn(anchor.shape)
+    one = StaticModule(model, (x,), StaticOptions()).runtime()
+    two_module = StaticModule(model, (x,), StaticOptions(streams=2, scheduler="critical_path"))
+    two = two_module.runtime()
+    runs = (functools.partial(_no_grad_call, model, x), functools.partial(one, x), functools.partial(two, x))
+    rows = []
+    for _ in range(repetitions):
+        medians = []
+        for run in runs:
+            for _ in range(30):
+                run()
+            seconds = []
+            for _ in range(calls):
+                start = time.perf_counter()
+                run()
+                seconds.append(time.perf_counter() - start)
+            medians.append(statistics.median(seconds) * 1e6)
+        eager_us, one_us, two_us = medians
+        rows.append(LoopRow(anchor.name, eager_us, one_us, two_us, two_module.prepared.streams_used))
+    return rows
+
+
+def loop_table(rows: Sequence[LoopRow]) -> str:
+    from srbench.formatting import aligned_table
+
+    body = [
+        (
+            r.anchor,
+            f"{r.eager_us:,.0f}",
+            f"{r.one_stream_us:,.0f}",
+            f"{r.two_streams_us:,.0f}",
+            str(r.streams_kept),
+            f"{r.gain:.2f}x",
+            f"{r.eager_us / r.two_streams_us:.2f}x",
+        )
+        for r in rows
+    ]
+    headers = ("anchor", "eager us", "1 stream us", "2 streams us", "kept", "2 / 1 stream", "2 streams / eager")
+    return aligned_table(headers, body)
+
+
 # -- the GIL line --------------------------------------------------------------------------------
 
 
@@ -428,7 +497,7 @@ def bytes_table(rows: Sequence[Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=["anchors", "line", "bytes"], action="append", help="parts to run")
+    parser.add_argument("--only", choices=["anchors", "loops", "line", "bytes"], action="append", help="parts to run")
     parser.add_argument("--rounds", type=int, default=200, help="interleaved rounds per anchor (default 200)")
     parser.add_argument("--line-rounds", type=int, default=50, help="rounds per size of the GIL line (default 50)")
     parser.add_argument("--zoo", default="builtin", help="model providers for the planned bytes (default builtin)")
@@ -442,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "timed to the end of their kernels, and the GIL ceiling (a CPU figure) is left out",
     )
     args = parser.parse_args(argv)
-    parts = set(args.only or ["anchors", "line", "bytes"])
+    parts = set(args.only or ["anchors", "loops", "line", "bytes"])
 
     import torch
 
@@ -469,6 +538,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             report["device_name"] = device_name
         print("\n" + anchor_table(rows, ceilings))
         report["anchors"] = [asdict(row) for row in rows]
+    if "loops" in parts:
+        loops = [row for anchor in ANCHORS for row in isolated_loops(anchor)]
+        print("isolated loops: 300 calls of one runtime at a time, medians, three repetitions\n")
+        print(loop_table(loops) + "\n")
+        report["loops"] = [asdict(row) for row in loops]
     if "line" in parts:
         line = gil_line(args.line_rounds)
         print("the GIL line: two chains of 8 addmm [rows, 256] x [256, 256], medians\n")
