@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from srbench.estimate.allocators import Action, MemoryEvent
-from srbench.observe.record import node_at
+from srbench.observe.record import node_at, span_at
 
 if TYPE_CHECKING:
     from srbench.observe.record import Allocation, RecordedRun
@@ -140,8 +140,8 @@ def _free_time(
     in (a workspace given back inside its node stays a temporary of that node), or just after
     ``before`` when that was made between nodes; and before ``after`` in any case."""
     made = allocations[before].start_ns
-    inside, _ = node_at(run.spans, made)
-    span_end = next((span.end_ns for span in run.spans if span.node == inside and span.start_ns <= made), made + 1)
+    span = span_at(run.spans, made)
+    span_end = span.end_ns if span is not None and made <= span.end_ns else made + 1
     latest = allocations[after].start_ns - 1 if after is not None else run_end
     return min(span_end, latest)
 

@@ -97,13 +97,18 @@ def _device_type(event: Any) -> str:
     return str(event.extra_fields.device.type)
 
 
+def span_at(spans: Sequence[NodeSpan], time_ns: int) -> NodeSpan | None:
+    """The span of ``spans`` (sorted by start) that started last at or before ``time_ns``."""
+    where = bisect.bisect_right(spans, time_ns, key=lambda span: span.start_ns)
+    return spans[where - 1] if where else None
+
+
 def node_at(spans: Sequence[NodeSpan], time_ns: int) -> tuple[str | None, str | None]:
     """Where ``time_ns`` falls among ``spans`` (sorted by start): ``(node, None)`` inside a
     node's range, else ``(None, the node that started last before it)`` (None before the first)."""
-    where = bisect.bisect_right([span.start_ns for span in spans], time_ns)
-    if not where:
+    span = span_at(spans, time_ns)
+    if span is None:
         return None, None
-    span = spans[where - 1]
     return (span.node, None) if time_ns <= span.end_ns else (None, span.node)
 
 
