@@ -124,7 +124,9 @@ def _forked(model: Any, combine: str) -> Any:
 def _thread_pool(model: Any, combine: str, workers: int = 2) -> Callable[[Any], Any]:
     import torch
 
-    pool = ThreadPoolExecutor(max_workers=workers)
+    # each worker takes this thread's intra-op count: a new thread's OpenMP count is the machine's
+    threads = torch.get_num_threads()
+    pool = ThreadPoolExecutor(max_workers=workers, initializer=torch.set_num_threads, initargs=(threads,))
     branches = list(model.towers if hasattr(model, "towers") else model.branches)
 
     def run(x: Any) -> Any:
@@ -269,6 +271,7 @@ def measure_anchor(anchor: Anchor, rounds: int, device: str = "cpu") -> list[Anc
 class LoopRow:
     anchor: str
     eager_us: float
+    fork_us: float
     one_stream_us: float
     two_streams_us: float
     streams_kept: int
@@ -280,7 +283,7 @@ class LoopRow:
 
 
 def isolated_loops(anchor: Anchor, calls: int = 300, repetitions: int = 3) -> list[LoopRow]:
-    """Eager, srbench on one stream and on two, each run alone in a loop of ``calls`` (after 30
+    """Eager, TorchScript's fork, srbench on one stream and on two, each run alone in a loop of ``calls`` (after 30
     warm-up calls), medians per repetition: what a loop of one runtime sees, without the other
     contenders running between two calls as in :func:`interleaved`."""
     import torch
@@ -293,7 +296,13 @@ def isolated_loops(anchor: Anchor, calls: int = 300, repetitions: int = 3) -> li
     one = StaticModule(model, (x,), StaticOptions()).runtime()
     two_module = StaticModule(model, (x,), StaticOptions(streams=2, scheduler="critical_path"))
     two = two_module.runtime()
-    runs = (functools.partial(_no_grad_call, model, x), functools.partial(one, x), functools.partial(two, x))
+    forked = _forked(model, anchor.combine)
+
+    def fork() -> Any:
+        with torch.inference_mode():
+            return forked(x)
+
+    runs = (functools.partial(_no_grad_call, model, x), fork, functools.partial(one, x), functools.partial(two, x))
     rows = []
     for _ in range(repetitions):
         medians = []
@@ -306,8 +315,8 @@ def isolated_loops(anchor: Anchor, calls: int = 300, repetitions: int = 3) -> li
                 run()
                 seconds.append(time.perf_counter() - start)
             medians.append(statistics.median(seconds) * 1e6)
-        eager_us, one_us, two_us = medians
-        rows.append(LoopRow(anchor.name, eager_us, one_us, two_us, two_module.prepared.streams_used))
+        eager_us, fork_us, one_us, two_us = medians
+        rows.append(LoopRow(anchor.name, eager_us, fork_us, one_us, two_us, two_module.prepared.streams_used))
     return rows
 
 
@@ -318,15 +327,27 @@ def loop_table(rows: Sequence[LoopRow]) -> str:
         (
             r.anchor,
             f"{r.eager_us:,.0f}",
+            f"{r.fork_us:,.0f}",
             f"{r.one_stream_us:,.0f}",
             f"{r.two_streams_us:,.0f}",
             str(r.streams_kept),
             f"{r.gain:.2f}x",
             f"{r.eager_us / r.two_streams_us:.2f}x",
+            f"{r.fork_us / r.two_streams_us:.2f}x",
         )
         for r in rows
     ]
-    headers = ("anchor", "eager us", "1 stream us", "2 streams us", "kept", "2 / 1 stream", "2 streams / eager")
+    headers = (
+        "anchor",
+        "eager us",
+        "fork us",
+        "1 stream us",
+        "2 streams us",
+        "kept",
+        "2 / 1 stream",
+        "2 streams / eager",
+        "2 streams / fork",
+    )
     return aligned_table(headers, body)
 
 
@@ -370,7 +391,10 @@ def _line_row(rows: int, rounds: int) -> LineRow:
     chains = [model.left, model.right]
     barrier = threading.Barrier(2)
 
+    threads = torch.get_num_threads()
+
     def chain(module: Any) -> None:
+        torch.set_num_threads(threads)  # a new thread's OpenMP count is the machine's
         barrier.wait()
         _no_grad_call(module, x)
 

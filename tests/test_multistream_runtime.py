@@ -26,7 +26,7 @@ from srbench.static import StaticModule, StaticOptions
 from srbench.static.codegen import Entry, Hook
 from srbench.static.errors import ConcurrentUseError
 from srbench.static.stream_code import StreamMode
-from srbench.static.stream_runner import CudaStreams
+from srbench.static.stream_runner import CudaStreams, ThreadStreams
 from srbench.zoo import load_zoo
 
 DELAYS: dict[int, float] = {}
@@ -409,3 +409,39 @@ def test_the_measurement_runs_both_programs_on_copies_of_the_inputs():
     torch.testing.assert_close(x, before, rtol=0, atol=0)
     assert set(kept.schedule.notes["measured_seconds"]) == {1, 2}
     assert all(seconds > 0 for seconds in kept.schedule.notes["measured_seconds"].values())
+
+
+def _openmp_threads_probe():
+    """``omp_get_max_threads`` of the calling thread, read from the OpenMP runtime torch loaded
+    (``torch.get_num_threads`` cannot probe it: calling it sets a fresh thread's count)."""
+    import ctypes
+    from pathlib import Path
+
+    maps = Path("/proc/self/maps")
+    lines = maps.read_text().splitlines() if maps.exists() else []
+    libraries = {line.split()[-1] for line in lines if "libgomp" in line}
+    if not libraries:
+        pytest.skip("no GNU OpenMP runtime loaded in this process to probe (torch built without it, or not Linux)")
+    return ctypes.CDLL(sorted(libraries)[0]).omp_get_max_threads
+
+
+def test_stream_threads_run_with_the_callers_intra_op_threads():
+    """A new thread's OpenMP count is the machine's, not ``torch.set_num_threads``'s: each run's
+    workers take the caller's count, or two streams oversubscribe the cores."""
+    probe = _openmp_threads_probe()
+    fresh: list[int] = []
+    thread = threading.Thread(target=lambda: fresh.append(probe()))
+    thread.start()
+    thread.join()
+    seen: list[int] = []
+    runner = ThreadStreams([lambda args, mailbox: seen.append(probe())], events=0, mailbox=0)
+    previous = torch.get_num_threads()
+    try:
+        for count in (fresh[0] + 1, 1 if fresh[0] > 1 else 2):
+            torch.set_num_threads(count)
+            runner.start(())
+            runner.join()
+            assert seen[-1] == count, (count, seen, fresh)
+    finally:
+        runner.close()
+        torch.set_num_threads(previous)

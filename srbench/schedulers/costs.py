@@ -188,8 +188,18 @@ def measured_contention(ops: int = 200, trials: int = 3) -> float:
 
 def _seconds_on_threads(target: Callable[..., None], arguments: Sequence[tuple]) -> float:
     """Wall-clock seconds for one thread per entry of ``arguments``, each running ``target``
-    on it, all started together, to finish."""
-    workers = [threading.Thread(target=target, args=args) for args in arguments]
+    on it, all started together, to finish. Each thread first takes the caller's intra-op
+    thread count (a new thread's OpenMP count is the machine's, see
+    :mod:`srbench.static.stream_runner`)."""
+    import torch
+
+    threads = torch.get_num_threads()
+
+    def run(*args: object) -> None:
+        torch.set_num_threads(threads)
+        target(*args)
+
+    workers = [threading.Thread(target=run, args=args) for args in arguments]
     start = time.perf_counter()
     for worker in workers:
         worker.start()

@@ -8,7 +8,12 @@ once, the objects its generated code names (:class:`~srbench.static.codegen.Hook
   the runtime (they are told to stop when it is collected): a shared pool could deadlock, a
   stream waiting on an event of a stream still queued behind it. A lock hand-off costs a few
   microseconds where a ``concurrent.futures`` submission costs tens, which matters at the sizes
-  where concurrency starts to pay; so this small pool is written by hand.
+  where concurrency starts to pay; so this small pool is written by hand. Each run's worker
+  threads use the caller's intra-op thread count: a new thread does not inherit
+  ``torch.set_num_threads`` (OpenMP's count is per thread), so a worker's oneDNN and MKL kernels
+  ran with one OpenMP thread per core, and two streams on two cores oversubscribed them: two
+  threads' ``linear`` chains ran 1.3-1.5x one thread's where two processes ran 2x (measured on
+  this project's 2-core machine; 1.8-1.9x once each thread set its count).
 * on CUDA, :class:`CudaStreams`: the side streams, one CUDA event per waited-for op, and the
   begin/end events that order a run against what the caller queued before and after it.
 
@@ -51,6 +56,7 @@ class ThreadStreams:
         self._reported = False
         self._closing = False
         self._work: tuple[Any, list[Any]] | None = None
+        self._threads = torch.get_num_threads()
         self._start = [_taken() for _ in self.functions]
         self._done = [_taken() for _ in self.functions]
         for index in range(len(self.functions)):
@@ -59,12 +65,16 @@ class ThreadStreams:
     def _serve(self, index: int) -> None:
         torch.set_grad_enabled(False)  # grad mode is per thread; the run's own thread turns it off itself
         function, start, done = self.functions[index], self._start[index], self._done[index]
+        threads = 0  # the intra-op thread count this thread last took from a run's caller
         while True:
             start.acquire()
             if self._closing:
                 return
             try:
                 assert self._work is not None
+                if threads != self._threads:
+                    threads = self._threads
+                    torch.set_num_threads(threads)
                 function(*self._work)
             except BaseException as error:
                 self._fail(error)
@@ -78,6 +88,7 @@ class ThreadStreams:
             event.acquire(blocking=False)  # taken now; released by its op (or by a failing stream)
         mailbox: list[Any] = [None] * self.mailbox
         self._work = (args, mailbox)
+        self._threads = torch.get_num_threads()
         for lock in self._start:
             lock.release()
         return mailbox
