@@ -425,19 +425,52 @@ def _openmp_threads_probe():
     return ctypes.CDLL(sorted(libraries)[0]).omp_get_max_threads
 
 
-def test_stream_threads_run_with_the_callers_intra_op_threads():
-    """A new thread's OpenMP count is the machine's, not ``torch.set_num_threads``'s: each run's
-    workers take the caller's count, or two streams oversubscribe the cores."""
-    probe = _openmp_threads_probe()
+def _fresh_thread_count(probe) -> int:
     fresh: list[int] = []
     thread = threading.Thread(target=lambda: fresh.append(probe()))
     thread.start()
     thread.join()
+    return fresh[0]
+
+
+def test_run_async_runs_with_the_callers_intra_op_threads():
+    probe = _openmp_threads_probe()
+    seen: list[int] = []
+
+    @torch.library.custom_op("srbench_test::record_openmp_threads", mutates_args=())
+    def record(x: torch.Tensor) -> torch.Tensor:
+        seen.append(probe())
+        return x.clone()
+
+    record.register_fake(torch.empty_like)
+
+    class Recorded(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return record(x) * 2
+
+    x = torch.randn(3)
+    runtime = StaticModule(Recorded(), (x,)).runtime()
+    fresh = _fresh_thread_count(probe)
+    previous = torch.get_num_threads()
+    try:
+        for count in (fresh + 1, 1 if fresh > 1 else 2):
+            torch.set_num_threads(count)
+            torch.testing.assert_close(runtime.run_async(x).result(timeout=60), x * 2)
+            assert seen[-1] == count, (count, seen, fresh)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_stream_threads_run_with_the_callers_intra_op_threads():
+    """A new thread's OpenMP count is the machine's, not ``torch.set_num_threads``'s: each run's
+    workers take the caller's count, or two streams oversubscribe the cores."""
+    probe = _openmp_threads_probe()
+    fresh = _fresh_thread_count(probe)
     seen: list[int] = []
     runner = ThreadStreams([lambda args, mailbox: seen.append(probe())], events=0, mailbox=0)
     previous = torch.get_num_threads()
     try:
-        for count in (fresh[0] + 1, 1 if fresh[0] > 1 else 2):
+        for count in (fresh + 1, 1 if fresh > 1 else 2):
             torch.set_num_threads(count)
             runner.start(())
             runner.join()

@@ -119,10 +119,16 @@ class StaticRuntime:
         """Start a run on a thread of this runtime and return at once, as PyTorch Static Runtime's
         ``runAsync`` does: the future holds what ``run`` returns, or its error. Calls queue up and
         run one at a time, in order, since the runtime's slab serves one run at a time; with
-        ``manage_output_tensors`` a result stays valid until the next run."""
+        ``manage_output_tensors`` a result stays valid until the next run. The run uses the
+        caller's intra-op thread count (a new thread's OpenMP count is the machine's, not
+        ``torch.set_num_threads``'s)."""
         if self._launcher is None:
             self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="srbench-run")
-        return self._launcher.submit(self.run, *args, **kwargs)
+        return self._launcher.submit(self._run_with_threads, torch.get_num_threads(), args, kwargs)
+
+    def _run_with_threads(self, threads: int, args: tuple, kwargs: dict[str, Any]) -> Any:
+        torch.set_num_threads(threads)
+        return self.run(*args, **kwargs)
 
     def _miss(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         """The slow path: inputs unlike the last program's. Check them, find or prepare the
