@@ -117,6 +117,23 @@ def test_an_argument_passed_by_keyword_or_position_is_one_call(conformance, deco
     conformance(TwoArguments(), first, second, StaticOptions(decompose=decompose))  # the form, whatever the options
 
 
+@pytest.mark.parametrize(
+    "called",
+    [lambda x, y: Inputs.of(x, y=y), lambda x, y: Inputs.of(x, y, scale=1.0)],
+    ids=["keyword", "default-given"],
+)
+def test_profile_and_observe_take_a_call_in_another_form(one_thread, called):
+    """``srbench profile`` and ``srbench observe`` bound the call as given, so a form other than
+    the example's was refused there though ``run`` takes it."""
+    from srbench.observe.static import observe_static
+    from srbench.static.profile import profile_runtime
+
+    module = StaticModule(TwoArguments().eval(), Inputs.of(randn(2, 4), randn(2, 4, seed=2)))
+    call = called(randn(2, 4, seed=1), randn(2, 4, seed=3))
+    assert len(profile_runtime(module, call, iterations=2, warmup=1).nodes) > 0
+    assert len(observe_static(module, call).nodes) > 0
+
+
 class Stateful(nn.Module):
     """A step counter in a buffer, and a convolution with a batch norm (which the prepare-time
     rewrites fold and time) beside two independent branches (which several streams may run)."""

@@ -17,8 +17,9 @@ from srbench.static import StaticModule
 
 def observe_static(module: StaticModule, inputs: Inputs | tuple, *, warmup: int = 1) -> Observation:
     """Run ``module`` on ``inputs`` (one call, or its positional arguments) with a fresh runtime
-    ``warmup`` times, then once observed."""
-    inputs = Inputs.coerce(inputs)
+    ``warmup`` times, then once observed. A call in another form than the example's (keyword for
+    positional, defaults left out) is moved to the prepared form first, as ``run`` does."""
+    inputs = module.in_prepared_form(Inputs.coerce(inputs))
     runtime = module.runtime()
     for _ in range(warmup):
         inputs.call(runtime)

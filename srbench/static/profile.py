@@ -203,8 +203,9 @@ def profile_runtime(
 ) -> OpProfile:
     """Profile ``module`` on ``inputs`` (one call, or its positional arguments) with a fresh
     runtime: the first iteration (binding the slab included), then ``iterations`` timed runs of
-    the profiling variant after ``warmup``."""
-    inputs = Inputs.coerce(inputs)
+    the profiling variant after ``warmup``. A call in another form than the example's is moved
+    to the prepared form first, as ``run`` does."""
+    inputs = module.in_prepared_form(Inputs.coerce(inputs))
     if iterations < 1:
         raise ValueError(f"iterations must be at least 1, got {iterations}")
     setup_start = time.perf_counter()
