@@ -70,3 +70,27 @@ def test_a_registered_out_variant_never_writes_over_its_input(x):
     assert storage_of(module, "aten::gelu")[1] != storage_of(module, "aten::linear")[1]
     with torch.inference_mode():
         assert torch.equal(module.runtime()(x), model(x))
+
+
+class ViewsTheResult(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(32, 64)
+        self.down = nn.Linear(64, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.up(x))  # written over the projection
+        return self.down(h.unsqueeze(0)).sum(0)
+
+
+def test_views_of_a_result_written_over_its_input_are_made_once(x):
+    """The result lives in its input's slab tensor, fixed per runtime as the input's is: a view of
+    it (DLRM's ``unsqueeze`` of its bottom MLP) is made once, not at every run."""
+    model = ViewsTheResult().eval()
+    module = StaticModule(model, (x,), StaticOptions())
+    assert storage_of(module, "aten::relu") == (RunAs.OUT, storage_of(module, "aten::linear")[1])
+    assert next(plan for plan in module.prepared.plans if plan.kind == "aten::unsqueeze").static
+    runtime = module.runtime()
+    for inputs in ((x,), (torch.randn(64, 32),)):
+        with torch.inference_mode():
+            assert torch.equal(runtime(*inputs), model(*inputs))

@@ -32,6 +32,15 @@ class Const:
 
 
 @dataclass(frozen=True)
+class OffsetFrom:
+    """A storage offset ``delta`` elements past ``node``'s own at every run: where a view of an
+    input starts (a program guards its inputs' shapes and strides, not where they begin)."""
+
+    node: torch.fx.Node
+    delta: int
+
+
+@dataclass(frozen=True)
 class Call:
     """``fn(*args, **kwargs)`` plus, for out variants, where the result buffers go.
 
@@ -100,11 +109,33 @@ def materialize(value: Any, env: Mapping[str, Any]) -> Any:
         return env[value.name]
     if isinstance(value, Const):
         return value.value
+    if isinstance(value, OffsetFrom):
+        return env[value.node.name].storage_offset() + value.delta
     if isinstance(value, (list, tuple)):
         return type(value)(materialize(item, env) for item in value)
     if isinstance(value, dict):
         return {key: materialize(item, env) for key, item in value.items()}
     return value
+
+
+def read_nodes(call: Call) -> set[str]:
+    """The names of the graph nodes ``call`` reads."""
+    names: set[str] = set()
+
+    def visit(value: Any) -> None:
+        if isinstance(value, torch.fx.Node):
+            names.add(value.name)
+        elif isinstance(value, OffsetFrom):
+            names.add(value.node.name)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+
+    visit((call.args, dict(call.kwargs)))
+    return names
 
 
 def invoke(call: Call, env: Mapping[str, Any], outs: tuple[torch.Tensor, ...] = ()) -> Any:

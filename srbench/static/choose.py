@@ -222,6 +222,8 @@ class Chooser:
             return NodePlan(node, RunAs.CONSTANT, kind, None, constant=resolution.constant)
         if category is Category.FUNCTIONAL and self.how.get(self.reuses.get(node.name, "")) is RunAs.OUT:
             storage = self.analysis.storage_of[node.name]  # the input's, which dies here
+            if storage not in self.per_run:  # the slab's tensor, as the input's: views of it made once
+                self.fixed.add(node.name)
             return NodePlan(node, RunAs.OUT, kind, resolution.out, (storage,))
         if category is Category.FUNCTIONAL:
             storages = self.analysis.outputs_of.get(node.name, ())

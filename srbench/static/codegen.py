@@ -28,7 +28,7 @@ from torch.utils import _pytree as pytree
 
 from srbench.graph.nodes import getitem_parts
 from srbench.observe.record import node_label
-from srbench.static.calls import Call, Const
+from srbench.static.calls import Call, Const, OffsetFrom
 from srbench.static.choose import NodePlan, RunAs
 from srbench.static.errors import inference_only_error
 from srbench.static.hosting import RunBuffer
@@ -275,6 +275,8 @@ class CodeWriter:
             return self.expr[value.name]
         if isinstance(value, Const):
             return self.constant(value.value, "k")
+        if isinstance(value, OffsetFrom):
+            return f"{self.expr[value.node.name]}.storage_offset() + {value.delta}"
         if value is None or isinstance(value, (bool, int, str)):
             return repr(value)
         if isinstance(value, float):

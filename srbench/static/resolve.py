@@ -13,6 +13,11 @@ then tries the candidates in order of speed and keeps the first that gives the s
   geometry; an in-place candidate is checked on clones.
 * **fallback** (the op as is, its result allocated by the op): the C binding, then the overload.
 
+Reads at positions the input signature fixes take one call (:mod:`srbench.static.gathers`): a
+view of views of an input is one ``as_strided`` of the input, a copy of such views and indexing
+with constant index tensors one ``torch.take``. Views that no chosen call reads any more are then
+left out (:attr:`Category.SKIP`).
+
 A registered out variant that works is used as is. Among the other candidates that work, the
 quickest on the example values is kept (best of a few
 runs; ops slower than a millisecond keep the first, their kernel dominates), and the time of the
@@ -57,9 +62,11 @@ from srbench.static.calls import (
     method_binding,
     op_kind,
     overload_call,
+    read_nodes,
 )
 from srbench.static.eager_kernels import eager_out_call, has_backend_kernel
 from srbench.static.errors import OutVariantWarning, UnsupportedOpError
+from srbench.static.gathers import constant_index_gather, folded_view, gathered_copy, view_chain
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.timing import device_barrier
 
@@ -81,6 +88,8 @@ class Category(enum.Enum):
 # Ops that only assert metadata the runtime already guarantees by keying programs on input
 # shapes, strides, dtypes and devices.
 _SKIPPED = {"aten::_assert_tensor_metadata"}
+# What a node that nothing reads can be left out as: it writes nothing and allocates nothing that stays.
+_UNREAD_SKIPPABLE = frozenset({Category.VIEW, Category.COPYING_VIEW, Category.GETITEM})
 # Ops slower than this (seconds) are dominated by their kernel, not by how they are called.
 TIME_ONLY_BELOW = 1e-3
 # An out variant this many times slower than the fallback is timed again before the chooser sees it.
@@ -223,6 +232,13 @@ def _same_view(a: Any, b: Any) -> bool:
     return False
 
 
+def _same_copy(a: Any, b: Any) -> bool:
+    """``a`` has ``b``'s values bit for bit and its strides (a copying view's result)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.stride() != b.stride():
+        return False
+    return _same_values(a, b)
+
+
 def _storage_pointer(tensor: torch.Tensor) -> int | None:
     """Where a tensor's storage starts; ``None`` for an empty storage or an opaque tensor (a
     oneDNN weight packed at prepare time has no storage to alias)."""
@@ -259,6 +275,12 @@ def _best_time(run: Callable[[], Any], barrier: Callable[[], None], runs: int = 
         if best > TIME_ONLY_BELOW:
             break
     return best
+
+
+def _try_same(call: Call, env: Mapping[str, Any], reference: Any, same: Callable[[Any, Any], bool]) -> bool:
+    """Whether ``call`` runs on ``env`` and its result is ``same`` as ``reference``."""
+    ran, result = _try(partial(invoke, call, env))
+    return ran and same(result, reference)
 
 
 def _try(fn: Callable[[], Any]) -> tuple[bool, Any]:
@@ -367,7 +389,28 @@ class Resolver:
                 raise UnsupportedOpError("get_attr", node.name, "the graph module has no such attribute")
             for name in dying.get(index, ()):
                 self.env.pop(name, None)
+        self._skip_unread(nodes)
         return self.resolutions
+
+    def _skip_unread(self, nodes: Sequence[torch.fx.Node]) -> None:
+        """Views and ``getitem``s no chosen call reads (a view of an input that a later view now
+        reads past, see :mod:`srbench.static.gathers`) are not run: they have no effect."""
+        read: set[str] = set()
+        for node in reversed(nodes):
+            resolution = self.resolutions.get(node.name)
+            if resolution is None:  # the output, placeholders
+                read |= {arg.name for arg in node.all_input_nodes}
+                continue
+            if node.name not in read and resolution.category in _UNREAD_SKIPPABLE:
+                self.resolutions[node.name] = Resolution(node.name, resolution.kind, Category.SKIP)
+                continue
+            calls = (resolution.native, resolution.out, resolution.fallback)
+            read |= {name for call in calls if call is not None for name in read_nodes(call)}
+            read |= {resolution.aliases} if resolution.aliases else set()
+
+    def _is_view(self, node: torch.fx.Node) -> bool:
+        resolution = self.resolutions.get(node.name)
+        return resolution is not None and resolution.category is Category.VIEW
 
     def _reads_only_constants(self, node: torch.fx.Node) -> bool:
         return all(arg.name in self.constant_values for arg in node.all_input_nodes)
@@ -440,12 +483,16 @@ class Resolver:
         self.env[node.name] = reference
         arguments = _tensors(materialize(list(node.args) + list(node.kwargs.values()), self.env))
         aliases = _shares_storage(reference, arguments) is not None
-        same = _same_view if aliases else _same_values
+        same = _same_view if aliases else _same_copy
         category = Category.VIEW if aliases else Category.COPYING_VIEW
         candidates = self._native_candidates(node, op)
         if aliases and str(op) == "aten.reshape.default" and not node.kwargs:
             # a reshape that views for this signature views at every run (strides are guarded)
             candidates.insert(0, Call("Tensor.view", torch._C.TensorBase.view, node.args))
+        one, private = self._one_call_view(node, op, reference, aliases)
+        if one is not None and private and _try_same(one, self.env, reference, same):
+            return Resolution(node.name, kind, category, native=one)
+        candidates[:0] = [one] if one is not None else []
         working: list[tuple[Call, tuple[torch.Tensor, ...]]] = []
         for call in candidates:
             ran, result = _try(partial(invoke, call, self.env))
@@ -453,6 +500,20 @@ class Resolver:
                 working.append((call, ()))
         fastest, _ = self._fastest(working, self._barrier(node))
         return Resolution(node.name, kind, category, native=fastest or self._as_is(node, op))
+
+    def _one_call_view(
+        self, node: torch.fx.Node, op: torch._ops.OpOverload, reference: Any, aliases: bool
+    ) -> tuple[Call | None, bool]:
+        """A view op on views of an input as one call reading the input (:mod:`srbench.static.gathers`),
+        if there is one, and whether nothing else reads those views."""
+        chain = view_chain(node, self._is_view)
+        if chain is None or chain.root.name in self.constant_values:  # views of constants are made once
+            return None, False
+        root, viewed = chain.root, node.args[0]
+        assert isinstance(viewed, torch.fx.Node)  # view_chain found views there
+        if aliases:
+            return folded_view(root, self.env[root.name], reference), chain.private
+        return gathered_copy(node, root, self.env[root.name], self.env[viewed.name], op, out=False), chain.private
 
     def _mutating(self, node: torch.fx.Node, op: torch._ops.OpOverload, all_alias: bool) -> Resolution:
         """In-place ops (and other mutating ops) run as they are; candidates are tried on clones of
@@ -634,11 +695,15 @@ class Resolver:
             if out and _copies_into_out(forward_only.default, forward_only.out, self._device(node, None)):
                 return []  # its out overload is generated: it allocates the results anyway, then copies
             return [self._embedding_bag_forward_only(node, out)]
-        if name == "aten.index.Tensor" and not out:
+        if name == "aten.index.Tensor":
             source, indices = node.args
-            assert isinstance(indices, (list, tuple))  # the schema's Tensor?[]
-            key = tuple(slice(None) if index is None else index for index in indices)
-            return [Call("Tensor.__getitem__", torch._C.TensorBase.__getitem__, (source, key))]
+            assert isinstance(source, torch.fx.Node) and isinstance(indices, (list, tuple))  # Tensor, Tensor?[]
+            gather = self._index_gather(node, source, indices, out)
+            calls = [gather] if gather is not None else []
+            if not out:
+                key = tuple(slice(None) if index is None else index for index in indices)
+                calls.append(Call("Tensor.__getitem__", torch._C.TensorBase.__getitem__, (source, key)))
+            return calls
         if name != "aten.linear.default":
             return []
         x, weight, bias = ([*list(node.args), None])[:3]
@@ -654,6 +719,17 @@ class Resolver:
             else Call("torch.addmm", functions.addmm, (bias, x, transposed))
         )
         return [replace(call, out="out") if out else call]
+
+    def _index_gather(
+        self, node: torch.fx.Node, source: torch.fx.Node, indices: Sequence[Any], out: bool
+    ) -> Call | None:
+        """Indexing with constant index tensors as one gather (:mod:`srbench.static.gathers`)."""
+        values = []
+        for index in indices:
+            if index is not None and not (isinstance(index, torch.fx.Node) and index.name in self.constant_values):
+                return None
+            values.append(None if index is None else self.env[index.name])
+        return constant_index_gather(node, self.env.get(source.name), values, out)
 
     @staticmethod
     def _embedding_bag_forward_only(node: torch.fx.Node, out: bool) -> Call:
