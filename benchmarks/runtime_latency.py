@@ -7,13 +7,19 @@ Not a timed test: run it as a script and read the tables.
     .venv/bin/python benchmarks/runtime_latency.py            # every built-in model, dlrm also at batch 32
     .venv/bin/python benchmarks/runtime_latency.py --models mlp dlrm@32 --repeats 500 --json out.json
     .venv/bin/python benchmarks/runtime_latency.py --runtimes eager srbench static_runtime
+    .venv/bin/python benchmarks/runtime_latency.py --models dlrm dlrm@32 deep_and_wide mlp \
+        --runtimes eager srbench static_runtime --repeats 2000 --clock cpu   # overhead, on a shared machine
 
 Every runtime is prepared through its plugin (``srbench.runtimes``); one that cannot take the
 model (or cannot work on this machine: torch.compile without a C++ compiler, ONNX Runtime without
 the ``onnx`` extra) gets a line with the reason instead of a row. All runtimes of a model are
 timed in interleaved rounds (one call of each per round, in rotating order) so that load from
-other processes hits them alike; the figure is the median over rounds, and ratios to eager are
-taken from the same rounds. Per runtime, after timing:
+other processes hits them alike; the figure is the median over rounds, and ratios to eager (and to
+the C++ Static Runtime, where it ran) are taken from the same rounds. ``--clock cpu`` times each
+call by the CPU time of the calling thread (``time.thread_time``) instead of the wall clock: on a
+shared machine a call that loses its core to another process is not charged for the wait (the
+kernels here run on the calling thread: one intra-op thread). Each table notes the load average
+before and after its timing. Per runtime, after timing:
 
 * **peak**: the most bytes one call holds, counted from torch's allocator by ``torch.profiler``
   (``profile_memory=True``) from zero at the call's start, outputs included, plus memory the
@@ -37,6 +43,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import statistics
 import sys
 import time
@@ -77,6 +84,7 @@ class ModelTable:
     batch: int
     rows: tuple[RuntimeRow, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    timing: str = ""  # the clock, the rounds and the machine's load average around them
 
     def row(self, runtime: str) -> RuntimeRow | None:
         return next((row for row in self.rows if row.runtime == runtime), None)
@@ -100,13 +108,17 @@ def _prepare(names: Sequence[str], model: Any, inputs: Any, threads: int) -> tup
     return prepared, notes
 
 
-def _interleaved_medians(runners: dict[str, Callable[[], Any]], repeats: int, warmup: int) -> dict[str, float]:
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def _interleaved_medians(
+    runners: dict[str, Callable[[], Any]], repeats: int, warmup: int, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, float]:
     for run in runners.values():
         for _ in range(warmup):
             run()
     samples: dict[str, list[float]] = {name: [] for name in runners}
     order = list(runners)
-    clock = time.perf_counter
     for round_ in range(repeats):
         shift = round_ % len(order)
         for name in order[shift:] + order[:shift]:
@@ -152,8 +164,9 @@ def measure_model(
     repeats: int = 300,
     warmup: int = 20,
     threads: int = 1,
+    clock: str = "wall",
 ) -> ModelTable:
-    """One model's table; see the module docstring."""
+    """One model's table; see the module docstring (``clock``: a key of :data:`CLOCKS`)."""
     import torch
 
     from srbench.measure.memory import observe_allocations, page_faults_per_run
@@ -169,7 +182,11 @@ def measure_model(
     runners: dict[str, Callable[[], Any]] = {
         runtime: functools.partial(inputs.call, runner) for runtime, runner in prepared.items()
     }
-    medians = _interleaved_medians(runners, repeats, warmup)
+    load_before = os.getloadavg()[0]
+    medians = _interleaved_medians(runners, repeats, warmup, CLOCKS[clock])
+    timing = (
+        f"{clock} clock, {repeats} rounds, load average {load_before:.2f} before and {os.getloadavg()[0]:.2f} after"
+    )
     eager = medians.get("eager")
     rows = []
     for runtime, run in runners.items():
@@ -194,7 +211,8 @@ def measure_model(
             )
         )
     tensors = inputs.tensors()
-    return ModelTable(model=name, batch=tensors[0].shape[0] if tensors else 1, rows=tuple(rows), notes=tuple(notes))
+    batch_size = tensors[0].shape[0] if tensors else 1
+    return ModelTable(model=name, batch=batch_size, rows=tuple(rows), notes=tuple(notes), timing=timing)
 
 
 def builtin_models() -> list[str]:
@@ -210,7 +228,8 @@ def _kib(value: int | None) -> str:
 def table(result: ModelTable) -> str:
     """One model's results as a Markdown table, the notes under it."""
     eager = result.row("eager")
-    header = ["runtime", "median µs", "/ eager", "peak KiB", "/ eager peak", "allocs", "faults", "managed"]
+    reference = result.row("static_runtime")
+    header = ["runtime", "median µs", "/ eager", "/ C++ SR", "peak KiB", "/ eager peak", "allocs", "faults", "managed"]
     lines = [f"#### {result.model} (batch {result.batch})", "", "| " + " | ".join(header) + " |"]
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     for row in result.rows:
@@ -223,6 +242,7 @@ def table(result: ModelTable) -> str:
             LABELS[row.runtime],
             f"{row.median_us:,.1f}",
             f"{row.ratio_to_eager:.2f}x",
+            f"{row.median_us / reference.median_us:.3f}x" if reference is not None and reference.median_us else "",
             _kib(row.peak_bytes),
             peak_ratio,
             "n/a" if row.allocations is None else str(row.allocations),
@@ -230,7 +250,7 @@ def table(result: ModelTable) -> str:
             "" if row.managed_share is None else f"{100 * row.managed_share:.0f}%",
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += [f"- {note}" for note in result.notes]
+    lines += [f"- {note}" for note in (*result.notes, result.timing) if note]
     return "\n".join(lines)
 
 
@@ -250,6 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=300, help="timed rounds per model (default 300)")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="wall", help="what a call is timed by (default wall)"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the tables as JSON to PATH")
     args = parser.parse_args(argv)
     runtimes = ["eager", *[r for r in args.runtimes if r != "eager"]]
@@ -257,7 +280,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     for name, batch in models:
         result = measure_model(
-            name, batch=batch, runtimes=runtimes, repeats=args.repeats, warmup=args.warmup, threads=args.threads
+            name,
+            batch=batch,
+            runtimes=runtimes,
+            repeats=args.repeats,
+            warmup=args.warmup,
+            threads=args.threads,
+            clock=args.clock,
         )
         results.append(result)
         print(table(result) + "\n", flush=True)

@@ -37,3 +37,10 @@ def test_a_runtime_that_cannot_take_the_model_is_a_note(monkeypatch):
     result = runtime_latency.measure_model("mlp", runtimes=["eager", "torchscript"], repeats=2, warmup=0)
     assert [row.runtime for row in result.rows] == ["eager"]
     assert result.notes == ("TorchScript unavailable: UnsupportedRuntime: no thanks",)
+
+
+def test_cpu_clock_and_the_load_are_noted(capsys):
+    argv = ["--models", "mlp", "--runtimes", "eager", "srbench", "--repeats", "3", "--warmup", "1", "--clock", "cpu"]
+    assert runtime_latency.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "- cpu clock, 3 rounds, load average " in out
