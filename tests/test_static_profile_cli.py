@@ -39,3 +39,10 @@ def test_profile_of_unknown_model_fails_with_the_known_names(capsys):
     assert main(["profile", "--model", "no_such_model"]) == 2
     err = capsys.readouterr().err
     assert "no_such_model" in err and "mlp" in err
+
+
+def test_profile_code_prints_the_generated_forward(capsys):
+    assert main(["profile", "--model", "mlp", "--batch", "2", "--code"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("def forward(*args, **kwargs):") and "def forward_unchecked" not in out
+    assert out.count("out=") == 5  # three linears and two ReLUs, each writing into its planned tensor

@@ -3,7 +3,8 @@
 Prepares a zoo model with :class:`srbench.static.StaticModule` and runs the profiling variant
 of its generated code: setup and first-iteration time, time per node and per node kind (mean,
 percent, count), slab alloc/free time, out-variant nodes, managed tensors and bytes. Prints an
-aligned table, or the profile as JSON with ``--json``.
+aligned table, or the profile as JSON with ``--json``; ``--code`` prints the generated
+``forward`` function instead (every line a call runs: kernels, views, allocations, the guard).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_option_flags(parser.add_argument_group("static runtime options"), StaticOptions)
     parser.add_argument("--top", type=positive_int, default=15, help="slowest nodes to list (default 15)")
     parser.add_argument("--json", action="store_true", help="print the profile as JSON")
+    parser.add_argument(
+        "--code", action="store_true", help="print the generated forward function instead (what a call runs)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -49,6 +53,9 @@ def run(args: argparse.Namespace) -> ExitStatus:
     except (UnknownPluginError, CaptureError, UnsupportedOpError) as error:
         print_error("profile", str(error))
         return ExitStatus.UNUSABLE
+    if args.code:
+        print(module.prepared.program.function_source(), end="")
+        return ExitStatus.DONE
     profile = module.runtime().profile(inputs, iterations=args.iterations, warmup=args.warmup)
     print(profile.to_json() if args.json else profile.table(top=args.top))
     return ExitStatus.DONE

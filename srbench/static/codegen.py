@@ -190,6 +190,13 @@ class Program:
     slab: SlabLayout | None = None  # the segments a run takes and gives back (None: one storage)
     per_runtime: Mapping[str, PerRuntime] = field(default_factory=dict)
 
+    def function_source(self, entry: Entry = Entry.FORWARD) -> str:
+        """The source of one generated function (``srbench profile --code`` prints ``forward``'s:
+        what a call runs beyond the kernels)."""
+        start = self.source.index(f"def {entry.value}(")
+        end = self.source.find("\ndef ", start)
+        return self.source[start:] if end < 0 else self.source[start : end + 1]
+
     def compiled(self, name: str) -> dict[str, CodeType]:
         """The generated functions' code objects, by function name (``name`` labels tracebacks)."""
         namespace: dict[str, Any] = {}

@@ -623,9 +623,16 @@ class Resolver:
     ) -> tuple[Call | None, float | None]:
         """The quickest of the working candidates, timed on the example values (best of a few
         runs). Ops that take longer than :data:`TIME_ONLY_BELOW` are dominated by their kernel:
-        the first candidate, in order of preference, is kept without comparing."""
+        the first candidate, in order of preference, is kept without comparing. A raw overload
+        (:attr:`Call.parses_schema`) is not timed once a candidate without that cost works: it
+        runs the kernel a binding runs, plus microseconds of matching its arguments to the schema,
+        so on an op whose kernel takes tens of microseconds it won only by the noise of a loaded
+        machine (the MLP's last ``linear`` went through ``aten.linear.out`` in some
+        preparations: about 3 µs of an 85 µs call)."""
         best: tuple[Call | None, float | None] = (None, None)
         for call, buffers in candidates:
+            if call.parses_schema and best[0] is not None and not best[0].parses_schema:
+                continue
             seconds = _best_time(partial(invoke, call, self.env, buffers), barrier)
             if best[1] is None or seconds < best[1]:
                 best = (call, seconds)
