@@ -264,3 +264,15 @@ def test_threads_with_runtimes_of_their_own_keep_their_outputs(one_thread):
     for thread in threads:
         thread.join(60)
     assert not errors and pool.runtimes_created == 4
+
+
+def test_the_first_writer_of_an_output_of_its_own_geometry_allocates_it(one_thread):
+    """Where the op writing a host first gives the host's geometry itself, it allocates the host
+    (one call instead of ``empty_strided`` and the out variant); a host whose first hosted tensor
+    has another dtype or shape is still made by ``empty_strided``."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 64)
+    chain = StaticModule(Chain(), (x,), StaticOptions(measure_choices=False)).prepared.program.function_source()
+    mixed = StaticModule(Mixed(), (x,), StaticOptions(measure_choices=False)).prepared.program.function_source()
+    assert "empty_strided" not in chain and "h_linear_2 = _torch_addmm(" in chain
+    assert "h_mul = _empty_strided(" in mixed

@@ -46,7 +46,9 @@ class NodePlan:
     ``result_storages`` are the storage ids of its results (``OUT``: where in the slab or arena);
     ``inplace_of`` names the argument node an in-place op writes (its value is that node's);
     ``static``: a view or getitem of fixed objects, made once per runtime instead of every run;
-    ``constant``: the folded value (``CONSTANT``).
+    ``constant``: the folded value (``CONSTANT``); ``allocating`` (``OUT``): the op's call that
+    allocates its result in the planned geometry, where the resolver found one (what makes a
+    run buffer this op writes first, see :meth:`srbench.static.codegen.CodeWriter.node_lines`).
     """
 
     node: torch.fx.Node
@@ -57,6 +59,7 @@ class NodePlan:
     inplace_of: str | None = None
     static: bool = False
     constant: Any = None
+    allocating: Call | None = None
 
     def __post_init__(self) -> None:
         if self.how.runs_code and self.call is None:
@@ -235,7 +238,8 @@ class Chooser:
             ):
                 if len(storages) == 1 and storages[0] not in self.per_run:
                     self.fixed.add(node.name)
-                return NodePlan(node, RunAs.OUT, kind, resolution.out, storages)
+                allocating = resolution.fallback if resolution.fallback_allocates_as_planned else None
+                return NodePlan(node, RunAs.OUT, kind, resolution.out, storages, allocating=allocating)
             if resolution.fallback is not None:
                 return NodePlan(node, RunAs.FALLBACK, kind, resolution.fallback, storages)
             return NodePlan(node, RunAs.OUT_FRESH, kind, resolution.out, storages)

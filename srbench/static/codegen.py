@@ -346,6 +346,37 @@ class CodeWriter:
                 lines.append(f"{name} = {empty}.set_({host_name}.untyped_storage(), {geometry})")
         return lines
 
+    def allocated_by(self, plan: NodePlan) -> list[str] | None:
+        """The lines of an out-variant node that writes a run buffer first, where the op itself
+        can allocate it: its one result is a host not made yet (or a tensor hosted at the start
+        of one, with the host's geometry), and its allocating call (:attr:`NodePlan.allocating`)
+        gives that geometry. The op's call without ``out=`` then makes the host: one call where
+        ``torch.empty_strided`` and the out variant were two (about 1 µs of the MLP's 85)."""
+        if plan.allocating is None or len(plan.result_storages) != 1:
+            return None
+        buffer = self.run_buffers.get(plan.result_storages[0] or "")
+        if buffer is None or buffer.storage in self.made:
+            return None
+        host = buffer if buffer.host is None else self.run_buffers[buffer.host]
+        meta = plan.node.meta.get("val")
+        geometry = (host.dtype, host.shape, host.stride, host.storage_offset)
+        if (
+            host.storage in self.made
+            or not isinstance(meta, torch.Tensor)
+            or geometry != (meta.dtype, tuple(meta.shape), tuple(meta.stride()), 0)
+            or (
+                buffer is not host
+                and (buffer.dtype, buffer.shape, buffer.stride, buffer.offset, buffer.storage_offset)
+                != (*geometry[:3], 0, 0)
+            )
+        ):
+            return None
+        self.made.update((host.storage, buffer.storage))
+        host_name, name = self.run_buffer_name(host.storage), self.run_buffer_name(buffer.storage)
+        self.expr[plan.node.name] = name
+        lines = [f"{host_name} = {self.call_text(plan.allocating)}"]
+        return lines if name == host_name else [*lines, f"{name} = {host_name}"]
+
     # -- lines ----------------------------------------------------------------------------------
 
     def call_text(self, call: Call, outs: Sequence[str] = ()) -> str:
@@ -384,6 +415,9 @@ class CodeWriter:
             self.expr[name] = self.static_nodes[name]
             return []
         if plan.how is RunAs.OUT:
+            allocated = self.allocated_by(plan)
+            if allocated is not None:
+                return allocated
             made = self.make_run_buffers(plan.result_storages)
             outs = [self.managed_name(storage) for storage in plan.result_storages]
             if len(outs) == 1:

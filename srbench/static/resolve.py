@@ -153,6 +153,9 @@ class Resolution:
     foldable: bool = False
     out_seconds: float | None = None  # best time of the chosen out variant on the example inputs
     fallback_seconds: float | None = None
+    # the fallback's result has the op's geometry (shape, strides, dtype): it can stand for an
+    # allocation of the result followed by the out variant (see codegen's run buffers)
+    fallback_allocates_as_planned: bool = False
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -596,6 +599,19 @@ class Resolver:
             fallback=fallback,
             out_seconds=out_seconds,
             fallback_seconds=fallback_seconds,
+            fallback_allocates_as_planned=fallback is not None and self._same_geometry(fallback, reference),
+        )
+
+    def _same_geometry(self, call: Call, reference: Any) -> bool:
+        """Whether ``call`` gives one tensor of ``reference``'s shape, strides, dtype and device."""
+        if not isinstance(reference, torch.Tensor):
+            return False
+        ran, result = _try(partial(invoke, call, self.env))
+        return (
+            ran
+            and isinstance(result, torch.Tensor)
+            and (result.shape, result.stride(), result.dtype, result.device)
+            == (reference.shape, reference.stride(), reference.dtype, reference.device)
         )
 
     def _confirm_slower(
