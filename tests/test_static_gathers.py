@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from srbench.static import StaticModule, StaticOptions
+from srbench.static.calls import OffsetFrom
 from srbench.static.choose import RunAs
 from srbench.static.gathers import MAX_POSITIONS
 
@@ -126,6 +127,22 @@ def test_a_gathered_copy_is_a_fresh_tensor(one_thread):
 @pytest.mark.parametrize("options", OPTIONS, ids=OPTION_IDS)
 def test_returned_views_of_an_input_alias_it_as_in_eager(conformance, options):
     conformance(ReturnsAView(), (ints(4, 5),), (ints(3, 7, seed=1)[:, 1:],), options)
+
+
+class AbsoluteViews(nn.Module):
+    """``as_strided`` with an offset places its view in the storage, not relative to its input."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.as_strided((2, 3), (3, 1), 2)[1] * 2, x[1:].as_strided((2,), (1,), 3) * 3
+
+
+def test_views_at_an_absolute_offset_are_not_folded(conformance):
+    """The second call's input starts 5 elements into its storage: ``as_strided`` still reads from
+    the storage's element 2 (eager), not 2 past the input's start."""
+    module = conformance(AbsoluteViews(), (ints(12),), (ints(17, seed=1)[5:],), StaticOptions())
+    runs = [plan.runs for plan in module.prepared.plans if plan.how.runs_code]
+    assert not any(isinstance(arg, OffsetFrom) for call in runs for arg in call.args)
+    assert _calls(module)["select"] != "Tensor.as_strided"
 
 
 def test_an_expanded_input(conformance):

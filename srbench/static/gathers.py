@@ -42,6 +42,12 @@ MAX_POSITIONS = 1 << 16
 # The most elements of a tensor whose positions grid is made at prepare time (8 MiB of int64).
 MAX_GRID = 1 << 20
 
+# Views placed at an absolute storage offset (``as_strided(x, size, stride, offset)``), not relative
+# to the tensor they view: where they land does not follow from the input's geometry.
+_ABSOLUTE = frozenset({torch.ops.aten.as_strided.default})
+# What computing positions may raise on arguments it cannot take (a size read from a node, say).
+_REFUSED = (RuntimeError, TypeError, ValueError, IndexError)
+
 _Tensor = torch._C.TensorBase
 _take = torch._C._VariableFunctions.take
 
@@ -57,9 +63,13 @@ class ViewChain(NamedTuple):
 def view_chain(node: torch.fx.Node, is_view: Callable[[torch.fx.Node], bool]) -> ViewChain | None:
     """What ``node``'s first argument is a chain of views of (``is_view``: nodes resolved as
     views; a view op's first argument is the tensor it views), or ``None``."""
+    if node.target in _ABSOLUTE:
+        return None
     current = node.args[0] if node.args else None
     steps, private = 0, True
     while isinstance(current, torch.fx.Node) and current.op == "call_function" and is_view(current):
+        if current.target in _ABSOLUTE:
+            return None
         private = private and len(current.users) == 1
         current, steps = (current.args[0] if current.args else None), steps + 1
     if steps and isinstance(current, torch.fx.Node) and current.op == "placeholder":
@@ -127,7 +137,7 @@ def gathered_copy(
     ``node``'s other arguments, which must be literals), as one gather from ``root``."""
     if not (_plain(root_value) and _plain(viewed)) or not _same_storage(viewed, root_value):
         return None
-    if any(isinstance(arg, torch.fx.Node) for arg in (*node.args[1:], *node.kwargs.values())):
+    if node.all_input_nodes != [node.args[0]]:  # other arguments must be literals
         return None
     grid = _grid(root_value)
     if grid is None:
@@ -135,7 +145,7 @@ def gathered_copy(
     delta = viewed.storage_offset() - root_value.storage_offset()
     try:
         positions = op(grid.as_strided(viewed.shape, viewed.stride(), delta), *node.args[1:], **node.kwargs)
-    except RuntimeError:
+    except _REFUSED:
         return None
     return _gather(root, positions, out)
 
@@ -151,6 +161,6 @@ def constant_index_gather(node: torch.fx.Node, source_value: Any, indices: Seque
         return None
     try:
         positions = torch.ops.aten.index.Tensor(grid, list(indices))
-    except (RuntimeError, IndexError):
+    except _REFUSED:
         return None
     return _gather(source, positions, out)
