@@ -126,8 +126,8 @@ def solve(
 
 
 def _warm_up() -> None:
-    """Compile (or load) the exact planner's numba cores outside every measurement."""
-    exact.plan(list(hard_instance(0, buffers=20).records), alignment=ALIGNMENT, time_limit=5.0)  # the placement
+    """Compile (or load) the exact planner's numba cores, its heuristics' included, outside every
+    measurement."""
     exact.compile_search()
 
 

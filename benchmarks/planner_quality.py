@@ -33,7 +33,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from srbench.asv_tracking.attributes import asv_attributes
-from srbench.memory.instances import hard_instance
 from srbench.memory.minimalloc_csv import read_records
 from srbench.memory.records import lower_bound
 from srbench.memory.synthetic import synthetic_records
@@ -121,8 +120,8 @@ def synthetic_outcomes(sizes: Sequence[int], time_limit: float = EXACT_TIME_LIMI
 
 
 def _warm_up() -> None:
-    """Compile (or load) the exact planner's numba cores outside every measurement."""
-    exact.plan(list(hard_instance(0, buffers=20).records), alignment=ALIGNMENT, time_limit=5.0)  # the placement
+    """Compile (or load) the exact planner's numba cores, its heuristics' included, outside every
+    measurement."""
     exact.compile_search()
 
 
