@@ -242,6 +242,16 @@ def _same_copy(a: Any, b: Any) -> bool:
     return _same_values(a, b)
 
 
+def _same_geometry(result: Any, reference: Any) -> bool:
+    """Whether ``result`` is one tensor of ``reference``'s shape, strides, dtype and device."""
+    return (
+        isinstance(result, torch.Tensor)
+        and isinstance(reference, torch.Tensor)
+        and (result.shape, result.stride(), result.dtype, result.device)
+        == (reference.shape, reference.stride(), reference.dtype, reference.device)
+    )
+
+
 def _storage_pointer(tensor: torch.Tensor) -> int | None:
     """Where a tensor's storage starts; ``None`` for an empty storage or an opaque tensor (a
     oneDNN weight packed at prepare time has no storage to alias)."""
@@ -360,6 +370,8 @@ class Resolver:
         self.constant_values: set[str] = set(constant_nodes)  # grows with views and folded ops
         self.out_variants = out_variants
         self.resolutions: dict[str, Resolution] = {}
+        # the working fallbacks of the node being resolved whose result has the op's geometry
+        self.allocates_as_planned: list[Call] = []
 
     def run(self) -> dict[str, Resolution]:
         nodes = list(self.graph.nodes)
@@ -599,19 +611,7 @@ class Resolver:
             fallback=fallback,
             out_seconds=out_seconds,
             fallback_seconds=fallback_seconds,
-            fallback_allocates_as_planned=fallback is not None and self._same_geometry(fallback, reference),
-        )
-
-    def _same_geometry(self, call: Call, reference: Any) -> bool:
-        """Whether ``call`` gives one tensor of ``reference``'s shape, strides, dtype and device."""
-        if not isinstance(reference, torch.Tensor):
-            return False
-        ran, result = _try(partial(invoke, call, self.env))
-        return (
-            ran
-            and isinstance(result, torch.Tensor)
-            and (result.shape, result.stride(), result.dtype, result.device)
-            == (reference.shape, reference.stride(), reference.dtype, reference.device)
+            fallback_allocates_as_planned=any(call is fallback for call in self.allocates_as_planned),
         )
 
     def _confirm_slower(
@@ -664,10 +664,13 @@ class Resolver:
             candidates.append(Call(binding[0], binding[1], node.args, dict(node.kwargs)))
         candidates.append(overload_call(op, node.args, node.kwargs))
         working = []
+        self.allocates_as_planned = []
         for call in candidates:
             ok, result = _try(partial(invoke, call, self.env))
             if ok and _same_values(result, reference, check):
                 working.append(call)
+                if _same_geometry(result, reference):
+                    self.allocates_as_planned.append(call)
         return working
 
     def _out_candidates(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> list[Call]:
