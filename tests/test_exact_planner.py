@@ -427,6 +427,28 @@ def test_compile_search_leaves_nothing_for_a_plan_to_compile():
     assert result.stdout.strip() == "[]", result.stdout
 
 
+def test_the_search_decides_like_brute_force_where_sections_have_a_little_slack():
+    """Sizes of 3 to 7 bytes: a section with one or two bytes to spare has its lowest buffer
+    alone within that slack of its floor, which cover inference relies on; the search, in every
+    order, must still find a packing exactly where one exists (alignment 4 puts the optimum above
+    the lower bound, so that capacities below it are refuted)."""
+    rng = random.Random(17)
+    decided = 0
+    for _ in range(25):
+        records = [R(f"t{i}", first, first + rng.randint(0, 3), rng.randint(3, 7)) for i, first in
+                   enumerate(rng.randint(0, 5) for _ in range(7))]  # fmt: skip
+        first, last, size = (np.array([getattr(r, key) for r in records]) for key in ("first", "last", "size"))
+        for group in time_groups(first, last):
+            part = build_partition(group, first, last, size)
+            optimum = skyline_optimum([records[index] for index in group], alignment=4)
+            for capacity in range(max(optimum - 4, part.lower_bound), optimum + 1):
+                for order in PREORDERINGS + SWEEP_ORDERS:
+                    state = SearchState(part, capacity, order, 4)
+                    assert state.run(10**7) == (FOUND if capacity >= optimum else EXHAUSTED), (records, capacity)
+                    decided += capacity < optimum
+    assert decided > 0  # some capacities had to be proven infeasible
+
+
 def test_cover_inference_is_exact_for_one_run_of_sections():
     """Sections at one floor with no byte to spare each need a buffer starting at that floor,
     and those buffers cannot overlap in time: the check must agree with trying every set of
@@ -457,7 +479,8 @@ def test_cover_inference_is_exact_for_one_run_of_sections():
         total = np.zeros(2 * half, dtype=np.int64)
         total[half : half + sections] = unplaced
         buffers = np.arange(count, dtype=np.int64)
-        failing = _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, buffers, start_ptr,
+        # Alignment 1 and a smallest buffer of 1 byte: only sections with no byte to spare are tight.
+        failing = _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, buffers, start_ptr, 1, 1,
                                        np.full(count, -1, dtype=np.int64), min_offset,
                                        np.zeros(sections, dtype=np.int64), total, buffers, capacity, -1, -1,
                                        np.empty(sections + 1, dtype=np.bool_), 0, sections)  # fmt: skip

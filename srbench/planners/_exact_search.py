@@ -48,8 +48,11 @@ arrays so that numba can compile it:
   the capacity) needs a buffer starting exactly at its floor; in a run of sections at one floor
   such buffers cannot overlap in time, so the tight sections of the run must be covered by
   disjoint candidates that may start there: an interval cover on a line, decided left to right
-  (:func:`_uncoverable_section`). This is the first check here that couples sections: each
-  section alone can have a candidate while no disjoint set covers them all. It is the
+  (:func:`_uncoverable_section`). The same holds for sections with less to spare than the
+  smallest buffer, with candidates that may start within that slack. On the generated
+  instances, 207 of 250 fit in 10 s with it at the floors only, against 197 without; with the
+  slack, 900-949 (held out) 40 of 50 instead of 39. This is the first check here that couples
+  sections: each section alone can have a candidate while no disjoint set covers them all. It is the
   horizontal counterpart of the per-section checks, after the redundant "cumulative in the
   other dimension" that exact rectangle-packing searches add (Simonis and O'Sullivan, "Search
   strategies for rectangle packing", CP 2008), taken at the floors, the levels where the
@@ -742,48 +745,59 @@ def _unschedulable_section(member_ptr, member_idx, size, alignment, capacity, of
 
 
 @njit(cache=True)
-def _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, by_start, start_ptr, offset, min_offset,
-                         floor, total, rank, capacity, key_offset, key_rank, reach, lo, hi):  # fmt: skip
-    """Cover inference: a section in scope with no byte to spare (its floor plus its unplaced
-    bytes make the capacity) needs an unplaced buffer starting exactly at its floor, and in a
-    run of sections at one floor, buffers starting at that floor cannot overlap in time. So
-    the sections of each such run that have no byte to spare must be covered by buffers that
-    may start at the floor (their minimum offset is it, and the canonical order has not left
-    them behind), pairwise disjoint in time: an interval cover on a line, decided left to
-    right. Per-section inference sees each section alone, and passes a run where every
-    section has a candidate but no set of disjoint ones covers them all. Returns the section of
-    a run where no cover reaches past, or -1."""
+def _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest,
+                         offset, min_offset, floor, total, rank, capacity, key_offset, key_rank, reach, lo,
+                         hi):  # fmt: skip
+    """Cover inference: a section in scope with fewer bytes to spare than the smallest buffer
+    (its floor plus its unplaced bytes leave less than ``smallest`` below the capacity) has a
+    lowest unplaced buffer starting within that slack of its floor, and no other unplaced
+    buffer of the section starts there. In a run of sections at one floor, two such lowest
+    buffers cannot overlap in time: the upper one would start at least the lower one's size,
+    more than any such slack, above the floor. So the tight sections of each run must be covered
+    by pairwise disjoint buffers that may start within the slack (their minimum offset, or just
+    above the last placement when the canonical order has left them behind, is no higher): an
+    interval cover on a line, decided left to right. Per-section inference sees each section
+    alone, and passes a run where every section has a candidate but no set of disjoint ones
+    covers them all. A candidate is checked against the slack of the section its span (cut to
+    the run) begins in, or the largest slack of the run, which only weakens the check. Returns
+    the section of a run where no cover reaches past, or -1."""
     half = total.shape[0] // 2
     start = lo
     while start < hi:
         level = floor[start]
         end = start
-        tight = False
+        loosest = -1  # the largest slack of a tight section in the run
         while end < hi and floor[end] == level:
-            if total[half + end] > 0 and level + total[half + end] >= capacity:
-                tight = True
+            slack = capacity - level - total[half + end]
+            if total[half + end] > 0 and slack < smallest and slack > loosest:
+                loosest = slack
             end += 1
-        if tight and level >= key_offset:
+        if loosest >= 0:
             for section in range(start, end + 1):
                 reach[section] = False
             reach[start] = True
             for section in range(start, end):
                 if not reach[section]:
                     continue
-                if total[half + section] == 0 or level + total[half + section] < capacity:
-                    reach[section + 1] = True  # may stay uncovered at this level
-                # Buffers that may start at the level and whose span, cut to the run, begins here.
+                slack = capacity - level - total[half + section]
+                tight = total[half + section] > 0 and slack < smallest
+                if not tight:
+                    reach[section + 1] = True  # may stay uncovered
+                    slack = loosest
+                # Buffers that may start within the slack and whose span, cut to the run, begins here.
                 if section == start:
                     begin, stop, buffers = member_ptr[section], member_ptr[section + 1], member_idx
                 else:
                     begin, stop, buffers = start_ptr[section], start_ptr[section + 1], by_start
                 for position in range(begin, stop):
                     other = buffers[position]
-                    if offset[other] >= 0 or min_offset[other] != level:
+                    if offset[other] >= 0:
                         continue
-                    if level == key_offset and rank[other] < key_rank:
-                        continue
-                    reach[min(section_hi[other], end)] = True
+                    release = min_offset[other]
+                    if release < key_offset or (release == key_offset and rank[other] < key_rank):
+                        release = key_offset + alignment
+                    if release <= level + slack:
+                        reach[min(section_hi[other], end)] = True
             if not reach[end]:
                 # Blame the section where coverage broke off: the last one reached, tight.
                 broke = start
@@ -926,6 +940,7 @@ def _search(problem, state, budget):
     release = np.empty(count, dtype=np.int64)  # scratch for _schedulable
     length = np.empty(count, dtype=np.int64)
     reach = np.empty(num_sections + 1, dtype=np.bool_)  # scratch for _uncoverable_section
+    smallest = size.min() if count else 1  # below this slack a section's lowest buffer is alone there
     spent = 0
     status = 0
     while status == 0:
@@ -1034,8 +1049,8 @@ def _search(problem, state, budget):
                                                  release, length, lo, hi)  # fmt: skip
             if failing < 0:
                 failing = _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, by_start, start_ptr,
-                                               offset, min_offset, floor, total, rank, capacity, chosen_offset,
-                                               chosen_rank, reach, lo, hi)  # fmt: skip
+                                               alignment, smallest, offset, min_offset, floor, total, rank, capacity,
+                                               chosen_offset, chosen_rank, reach, lo, hi)  # fmt: skip
         if failing == -1:
             placed_at[chosen] = depth
             depth += 1
