@@ -213,20 +213,11 @@ def _contenders(anchor: Anchor, device: str) -> tuple[list[Contender], dict[str,
     return contenders, runtimes, eager()
 
 
-# The pause before each timed call of the anchors: OpenMP's idle threads spin for a while after a
-# parallel region (libgomp's default wait policy), so back to back the contender that follows
-# "eager, 2 intra-op threads" found its second core taken by that contender's spinning thread
-# (measured on a 2-core machine: srbench's two streams on the batch-1 towers 1.96x eager with
-# OMP_WAIT_POLICY=PASSIVE, 1.31x with the default, where one stream is 1.4x either way).
-QUIET_SECONDS = 0.002
-
-
 def interleaved(
-    contenders: Sequence[Contender], rounds: int, warmup: int = 5, device: str = "cpu", quiet: float = 0.0
+    contenders: Sequence[Contender], rounds: int, warmup: int = 5, device: str = "cpu"
 ) -> dict[str, list[float]]:
-    """Seconds per call of each contender, one call each per round in rotating order, each after
-    ``quiet`` seconds of sleep (see :data:`QUIET_SECONDS`); on a CUDA ``device`` each call is
-    timed from an idle device to the end of its kernels."""
+    """Seconds per call of each contender, one call each per round in rotating order; on a CUDA
+    ``device`` each call is timed from an idle device to the end of its kernels."""
     import torch
 
     from srbench.static.timing import device_barrier
@@ -238,8 +229,6 @@ def interleaved(
         for contender in [*contenders[shift:], *contenders[:shift]]:
             torch.set_num_threads(contender.threads)
             barrier()
-            if quiet:
-                time.sleep(quiet)
             start = time.perf_counter()
             contender.run()
             barrier()
@@ -250,15 +239,33 @@ def interleaved(
     return samples
 
 
-def measure_anchor(anchor: Anchor, rounds: int, device: str = "cpu", quiet: float = QUIET_SECONDS) -> list[AnchorRow]:
+def measure_anchor(anchor: Anchor, rounds: int, device: str = "cpu") -> list[AnchorRow]:
+    """Every contender's median and speed-up over eager with one thread, from interleaved rounds.
+
+    A contender with several intra-op threads runs in rounds of its own beside eager: OpenMP's
+    idle threads spin for a while after each parallel region (libgomp's default wait policy), so
+    in the same rounds the contender after it found its second core taken. Measured on the
+    project's 2-core machine, all in one round: srbench's two streams on the batch-32 towers ran
+    1.16x eager with the default policy and 1.90x with ``OMP_WAIT_POLICY=PASSIVE`` (one stream
+    1.10-1.11x either way), TorchScript's fork 1.06x against 1.87-2.18x in a loop of its own."""
     import torch
 
     contenders, modules, expected = _contenders(anchor, device)
-    samples = interleaved(contenders, rounds, device=device, quiet=quiet)
-    base = statistics.median(samples["eager, 1 thread"])
+    reference = contenders[0]
+    spinning = [contender for contender in contenders if contender.threads > 1]
+    groups = [[c for c in contenders if c not in spinning], *([reference, c] for c in spinning)]
+    medians: dict[str, float] = {}
+    speedups: dict[str, float] = {}
+    for group in groups:
+        samples = interleaved(group, rounds, device=device)
+        base = statistics.median(samples[reference.name])
+        for contender in group:
+            if contender is not reference or reference.name not in medians:
+                medians[contender.name] = statistics.median(samples[contender.name])
+                speedups[contender.name] = base / medians[contender.name]
     rows = []
     for contender in contenders:
-        median = statistics.median(samples[contender.name])
+        median = medians[contender.name]
         module = modules.get(contender.name)
         output = contender.run()
         rows.append(
@@ -266,7 +273,7 @@ def measure_anchor(anchor: Anchor, rounds: int, device: str = "cpu", quiet: floa
                 anchor.name,
                 contender.name,
                 median * 1e6,
-                base / median,
+                speedups[contender.name],
                 module.prepared.streams_used if module else None,
                 module.prepared.slab_bytes if module else None,
                 bool(torch.allclose(output, expected, rtol=1e-4, atol=1e-4)),
@@ -534,12 +541,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=["anchors", "loops", "line", "bytes"], action="append", help="parts to run")
     parser.add_argument("--rounds", type=int, default=200, help="interleaved rounds per anchor (default 200)")
-    parser.add_argument(
-        "--quiet-ms",
-        type=float,
-        default=QUIET_SECONDS * 1e3,
-        help=f"sleep before each timed call of the anchors (default {QUIET_SECONDS * 1e3:g}; 0: back to back)",
-    )
     parser.add_argument("--line-rounds", type=int, default=50, help="rounds per size of the GIL line (default 50)")
     parser.add_argument("--zoo", default="builtin", help="model providers for the planned bytes (default builtin)")
     parser.add_argument("--planner", default="greedy_by_size", help="planner of the planned bytes")
@@ -564,16 +565,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows: list[AnchorRow] = []
         ops = {}
         for anchor in ANCHORS:
-            rows += measure_anchor(anchor, args.rounds, args.device, args.quiet_ms / 1e3)
+            rows += measure_anchor(anchor, args.rounds, args.device)
             ops[anchor.name] = _ops_run(anchor)
         report["device"] = args.device
-        report["quiet_ms"] = args.quiet_ms
         if args.device == "cpu":
             dispatch = dispatch_seconds()
             ceilings = gil_ceiling(rows, ops, dispatch)
             print(
-                f"anchors: medians of {args.rounds} interleaved rounds, {args.quiet_ms:g} ms quiet before each call; "
-                f"one op dispatched in {dispatch * 1e6:.1f} us"
+                f"anchors: medians of {args.rounds} interleaved rounds (contenders with several intra-op threads "
+                f"in rounds of their own beside eager); one op dispatched in {dispatch * 1e6:.1f} us"
             )
             report["gil"] = {"dispatch_seconds": dispatch, "ceilings": ceilings}
         else:
