@@ -237,16 +237,22 @@ def _same_view(a: Any, b: Any) -> bool:
 
 def _same_copy(a: Any, b: Any) -> bool:
     """``a`` has ``b``'s values bit for bit and its strides (a copying view's result)."""
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.stride() != b.stride():
+    if (
+        isinstance(a, torch.Tensor)
+        and isinstance(b, torch.Tensor)
+        and (a.layout != b.layout or (a.layout == torch.strided and a.stride() != b.stride()))
+    ):
         return False
     return _same_values(a, b)
 
 
 def _same_geometry(result: Any, reference: Any) -> bool:
-    """Whether ``result`` is one tensor of ``reference``'s shape, strides, dtype and device."""
+    """Whether ``result`` is one strided tensor of ``reference``'s shape, strides, dtype and
+    device (a sparse or otherwise unstrided result has no strides to compare: never)."""
     return (
         isinstance(result, torch.Tensor)
         and isinstance(reference, torch.Tensor)
+        and result.layout == reference.layout == torch.strided
         and (result.shape, result.stride(), result.dtype, result.device)
         == (reference.shape, reference.stride(), reference.dtype, reference.device)
     )
