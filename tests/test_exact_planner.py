@@ -121,35 +121,40 @@ def test_the_search_decides_like_brute_force_with_alignment_and_shared_lifetimes
     assert decided > 0  # some capacities had to be proven infeasible
 
 
+def _random_partitions(rng: random.Random, instances: int, buffers: int, sizes: tuple[int, int]):
+    """Small random instances (lifetimes of 1 to 4 steps starting in 0-5, sizes in ``sizes``), each
+    cut into its time groups: ``(records, group, partition)`` per group."""
+    for _ in range(instances):
+        records = [R(f"t{i}", first, first + rng.randint(0, 3), rng.randint(*sizes)) for i, first in
+                   enumerate(rng.randint(0, 5) for _ in range(buffers))]  # fmt: skip
+        first, last, size = (np.array([getattr(r, key) for r in records]) for key in ("first", "last", "size"))
+        for group in time_groups(first, last):
+            yield records, group, build_partition(group, first, last, size)
+
+
 def test_a_backjumping_search_finds_only_packings_and_proves_nothing():
     """Backjumping skips placements no failure below was blamed on, which may skip a packing: it
     must never claim a capacity infeasible (GAVE_UP, not EXHAUSTED), and what it finds must fit.
     On these small instances it still finds most packings at the optimum."""
-    rng = random.Random(5)
     found = tried = 0
-    for _ in range(20):
-        records = [R(f"t{i}", first, first + rng.randint(0, 3), rng.randint(1, 9)) for i, first in
-                   enumerate(rng.randint(0, 5) for _ in range(8))]  # fmt: skip
-        first, last, size = (np.array([getattr(r, key) for r in records]) for key in ("first", "last", "size"))
-        for group in time_groups(first, last):
-            part = build_partition(group, first, last, size)
-            optimum = skyline_optimum([records[index] for index in group])
-            for capacity in (optimum - 1, optimum):
-                for order in SWEEP_ORDERS:
-                    state = SearchState(part, capacity, order, 1, None, backjump=True)
-                    status = state.run(10**6)
-                    # EXHAUSTED only where the lower bound alone proves it, before any search.
-                    assert status in ((FOUND, GAVE_UP) if capacity >= part.lower_bound else (EXHAUSTED,)), records
-                    if status == FOUND:
-                        assert capacity >= optimum
-                        members = [records[index] for index in group]
-                        offsets = dict(zip((r.id for r in members), state.offsets().tolist()))
-                        total = max(offsets[r.id] + r.size for r in members)
-                        assert total <= capacity
-                        validate_plan(members, MemoryPlan("backjumping", offsets, total), alignment=1)
-                    if capacity == optimum:
-                        tried += 1
-                        found += status == FOUND
+    for records, group, part in _random_partitions(random.Random(5), 20, 8, (1, 9)):
+        optimum = skyline_optimum([records[index] for index in group])
+        for capacity in (optimum - 1, optimum):
+            for order in SWEEP_ORDERS:
+                state = SearchState(part, capacity, order, 1, None, backjump=True)
+                status = state.run(10**6)
+                # EXHAUSTED only where the lower bound alone proves it, before any search.
+                assert status in ((FOUND, GAVE_UP) if capacity >= part.lower_bound else (EXHAUSTED,)), records
+                if status == FOUND:
+                    assert capacity >= optimum
+                    members = [records[index] for index in group]
+                    offsets = dict(zip((r.id for r in members), state.offsets().tolist()))
+                    total = max(offsets[r.id] + r.size for r in members)
+                    assert total <= capacity
+                    validate_plan(members, MemoryPlan("backjumping", offsets, total), alignment=1)
+                if capacity == optimum:
+                    tried += 1
+                    found += status == FOUND
     assert found >= 0.9 * tried, (found, tried)
 
 
@@ -432,20 +437,14 @@ def test_the_search_decides_like_brute_force_where_sections_have_a_little_slack(
     alone within that slack of its floor, which cover inference relies on; the search, in every
     order, must still find a packing exactly where one exists (alignment 4 puts the optimum above
     the lower bound, so that capacities below it are refuted)."""
-    rng = random.Random(17)
     decided = 0
-    for _ in range(25):
-        records = [R(f"t{i}", first, first + rng.randint(0, 3), rng.randint(3, 7)) for i, first in
-                   enumerate(rng.randint(0, 5) for _ in range(7))]  # fmt: skip
-        first, last, size = (np.array([getattr(r, key) for r in records]) for key in ("first", "last", "size"))
-        for group in time_groups(first, last):
-            part = build_partition(group, first, last, size)
-            optimum = skyline_optimum([records[index] for index in group], alignment=4)
-            for capacity in range(max(optimum - 4, part.lower_bound), optimum + 1):
-                for order in PREORDERINGS + SWEEP_ORDERS:
-                    state = SearchState(part, capacity, order, 4)
-                    assert state.run(10**7) == (FOUND if capacity >= optimum else EXHAUSTED), (records, capacity)
-                    decided += capacity < optimum
+    for records, group, part in _random_partitions(random.Random(17), 25, 7, (3, 7)):
+        optimum = skyline_optimum([records[index] for index in group], alignment=4)
+        for capacity in range(max(optimum - 4, part.lower_bound), optimum + 1):
+            for order in PREORDERINGS + SWEEP_ORDERS:
+                state = SearchState(part, capacity, order, 4)
+                assert state.run(10**7) == (FOUND if capacity >= optimum else EXHAUSTED), (records, capacity)
+                decided += capacity < optimum
     assert decided > 0  # some capacities had to be proven infeasible
 
 

@@ -793,10 +793,7 @@ def _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, by_star
                     other = buffers[position]
                     if offset[other] >= 0:
                         continue
-                    release = min_offset[other]
-                    if release < key_offset or (release == key_offset and rank[other] < key_rank):
-                        release = key_offset + alignment
-                    if release <= level + slack:
+                    if _lowest_start(other, min_offset, rank, key_offset, key_rank, alignment) <= level + slack:
                         reach[min(section_hi[other], end)] = True
             if not reach[end]:
                 # Blame the section where coverage broke off: the last one reached, tight.
@@ -806,6 +803,16 @@ def _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, by_star
                 return broke
         start = end
     return -1
+
+
+@njit(cache=True)
+def _lowest_start(other, min_offset, rank, key_offset, key_rank, alignment):
+    """The lowest offset an unplaced buffer can still take: its minimum offset, or just above the
+    last placement (``key_offset``, ``key_rank``) when the canonical order has left it behind."""
+    start = min_offset[other]
+    if start < key_offset or (start == key_offset and rank[other] < key_rank):
+        return key_offset + alignment
+    return start
 
 
 @njit(cache=True)
@@ -831,9 +838,7 @@ def _schedulable(member_ptr, member_idx, size, alignment, capacity, offset, min_
         other = member_idx[position]
         if offset[other] >= 0:
             continue
-        start = min_offset[other]
-        if start < key_offset or (start == key_offset and rank[other] < key_rank):
-            start = key_offset + alignment
+        start = _lowest_start(other, min_offset, rank, key_offset, key_rank, alignment)
         release[count] = start
         length[count] = size[other]
         count += 1
