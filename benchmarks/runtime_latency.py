@@ -52,9 +52,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 RUNTIMES = ("eager", "srbench", "static_runtime", "torchscript", "compile", "onnxruntime")
+# Variants of a runtime plugin under other options, measured beside it when asked for by name:
+# srbench with fallback results allocated by their ops (issue 10's figures before the slab served
+# them), for the cost and the gain of serving side by side.
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {"srbench_unserved": ("srbench", {"serve_fallbacks": False})}
 LABELS = {
     "eager": "eager",
     "srbench": "srbench",
+    "srbench_unserved": "srbench, fallbacks unserved",
     "static_runtime": "C++ Static Runtime",
     "torchscript": "TorchScript",
     "compile": "torch.compile",
@@ -101,8 +106,9 @@ def _prepare(names: Sequence[str], model: Any, inputs: Any, threads: int) -> tup
 
     prepared, notes = {}, []
     for name in names:
+        plugin, options = VARIANTS.get(name, (name, {}))
         try:
-            prepared[name] = get_runtime(name)(model, inputs, RuntimeOptions(threads=threads))
+            prepared[name] = get_runtime(plugin)(model, inputs, RuntimeOptions(threads=threads, **options))
         except (UnsupportedRuntime, CaptureError, RuntimeError) as error:
             notes.append(f"{LABELS[name]} unavailable: {_first_line(error)}")
     return prepared, notes
@@ -196,7 +202,8 @@ def measure_model(
             notes.append(f"{LABELS[runtime]}: outputs differ from eager's beyond rtol={case.rtol}, atol={atol}")
         observable = runtime != "onnxruntime"
         observed = observe_allocations(run) if observable else None
-        share, slab = _srbench_plan(prepared[runtime]) if runtime == "srbench" else (None, None)
+        planned = runtime == "srbench" or VARIANTS.get(runtime, ("",))[0] == "srbench"
+        share, slab = _srbench_plan(prepared[runtime]) if planned else (None, None)
         rows.append(
             RuntimeRow(
                 runtime=runtime,
@@ -266,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--models", nargs="*", type=_model_spec, help="NAME or NAME@BATCH (default: every built-in model, and dlrm@32)"
     )
-    parser.add_argument("--runtimes", nargs="*", choices=RUNTIMES, default=list(RUNTIMES))
+    parser.add_argument("--runtimes", nargs="*", choices=[*RUNTIMES, *VARIANTS], default=list(RUNTIMES))
     parser.add_argument("--repeats", type=int, default=300, help="timed rounds per model (default 300)")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)

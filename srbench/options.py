@@ -66,6 +66,9 @@ class StaticOptions:
     into the planned slab (off: every op that allocates runs as is, nothing is managed).
     ``manage_output_tensors``: graph outputs are written into an arena owned by the runtime instead
     of fresh tensors; they stay valid until the next run of the same runtime, which overwrites them.
+    ``serve_fallbacks``: ops without an out kernel that writes a given buffer have their results
+    served from the slab by an allocator hook while they run (:mod:`srbench.static.serving`; on
+    CPU, where the hook builds; with ``enable_out_variant``).
     ``decompose``: capture lowered to core ATen, where every op has an out variant but fused ops are
     split into pieces. ``rewrite``: prepare-time rewrites of the captured graph (eager's fused
     transformer layers restored; convolutions with batch norm folded in and activations and residual
@@ -107,6 +110,15 @@ class StaticOptions:
             help="run ops as out variants into the planned slab (off: every op allocates its result)",
             schema=_BOOLEAN,
             id_part=_flag("out", "noout"),
+        ),
+    )
+    serve_fallbacks: bool = _option(
+        True,
+        OptionInfo(
+            axis="serve_fallbacks",
+            help="serve the results of ops without an out kernel from the slab (CPU allocator hook)",
+            schema=_BOOLEAN,
+            id_part=lambda value: None if value else "noserve",
         ),
     )
     manage_output_tensors: bool = _option(

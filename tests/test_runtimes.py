@@ -82,6 +82,7 @@ def test_only_srbench_reads_the_static_options():
     assert set(get_runtime("srbench").honours) == {
         "planner",
         "enable_out_variant",
+        "serve_fallbacks",
         "cleanup_activations",
         "manage_output_tensors",
         "decompose",

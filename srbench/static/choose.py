@@ -1,7 +1,8 @@
 """How each node of a prepared graph runs, once op resolution and lifetimes are known.
 
 :class:`Chooser` turns the resolver's findings into one :class:`NodePlan` per node, whose
-:class:`RunAs` says how it runs: out variant into the slab or the output arena, fallback, native
+:class:`RunAs` says how it runs: out variant into the slab or the output arena, fallback (its
+results served from the slab where the allocator hook can, :mod:`srbench.static.serving`), native
 (views, in-place ops; made once per runtime when static), folded into a constant, or skipped.
 The code generator (``codegen.py``) and the profile read these plans; nothing else decides.
 """
@@ -21,6 +22,7 @@ from srbench.memory.lifetimes import LifetimeAnalysis
 from srbench.options import StaticOptions
 from srbench.static.calls import Call
 from srbench.static.resolve import Category, Resolution
+from srbench.static.serving import Serving
 
 
 class RunAs(enum.Enum):
@@ -30,6 +32,7 @@ class RunAs(enum.Enum):
     OUT_FRESH = "out_fresh"  # only an out variant works and nothing manages its results: fresh buffers each run
     NATIVE = "native"  # views, in-place ops, getitem, opaque calls: as they are, nothing allocated for them
     FALLBACK = "fallback"  # the op allocates its own results
+    SERVED = "served"  # the op allocates its results, served from the slab by the allocator hook (serving.py)
     CONSTANT = "constant"  # computed from constants only: folded at prepare time
     SKIP = "skip"  # asserts what the runtime already guarantees: not run
 
@@ -48,7 +51,8 @@ class NodePlan:
     ``static``: a view or getitem of fixed objects, made once per runtime instead of every run;
     ``constant``: the folded value (``CONSTANT``); ``allocating`` (``OUT``): the op's call that
     allocates its result in the planned geometry, where the resolver found one (what makes a
-    run buffer this op writes first, see :meth:`srbench.static.codegen.CodeWriter.node_lines`).
+    run buffer this op writes first, see :meth:`srbench.static.codegen.CodeWriter.node_lines`);
+    ``serving`` (``SERVED``): which of the op's allocations become which results in the slab.
     """
 
     node: torch.fx.Node
@@ -60,10 +64,30 @@ class NodePlan:
     static: bool = False
     constant: Any = None
     allocating: Call | None = None
+    serving: Serving | None = None
 
     def __post_init__(self) -> None:
         if self.how.runs_code and self.call is None:
             raise ValueError(f"node {self.node.name!r} runs as {self.how.value} but has no call")
+        if (self.how is RunAs.SERVED) != (self.serving is not None):
+            raise ValueError(f"node {self.node.name!r} runs as {self.how.value}: a serving goes with served only")
+
+    @property
+    def managed_storages(self) -> tuple[str, ...]:
+        """The storages of its results that live in the slab or the arena: every result of an
+        out variant, the served results of a ``SERVED`` op."""
+        if self.how is RunAs.OUT:
+            return tuple(s for s in self.result_storages if s is not None)
+        if self.serving is not None:
+            return tuple(s for r in self.serving.results if (s := self.result_storages[r.result]) is not None)
+        return ()
+
+    @property
+    def serves(self) -> Serving:
+        """The serving of a ``SERVED`` node."""
+        if self.serving is None:
+            raise ValueError(f"node {self.node.name!r} ({self.how.value}) is not served")
+        return self.serving
 
     @property
     def runs(self) -> Call:
@@ -182,6 +206,7 @@ class Chooser:
         self.allowed = {record.id for record in analysis.records}
         if options.manage_output_tensors:
             self.allowed |= {record.id for record in analysis.output_records}
+        self.sizes = {record.id: record.size for record in (*analysis.records, *analysis.output_records)}
         self.unmanageable = _metadata_mutated(self.graph, resolutions, analysis)
         # folded results must never change: not written in place, not handed to the caller
         self.unfoldable = written_storages(self.graph, analysis) | {r.id for r in analysis.output_records}
@@ -203,6 +228,27 @@ class Chooser:
             )
             and all(isinstance(v, torch.Tensor) and v.device == self.device for v in values)
         )
+
+    def _serving(self, resolution: Resolution, storages: tuple[str | None, ...]) -> Serving | None:
+        """What the slab serves of a fallback's results: those whose storage could be managed (an
+        intermediate, or an output with ``manage_output_tensors``), made by the run and not by a
+        host, no other result's, at most the bytes the plan gives it."""
+        serving = resolution.serving
+        if serving is None or not (self.options.enable_out_variant and self.options.serve_fallbacks):
+            return None
+        counts = {s: storages.count(s) for s in storages}
+        kept = [
+            result.result
+            for result in serving.results
+            if result.result < len(storages)
+            and (storage := storages[result.result]) is not None
+            and storage in self.allowed
+            and storage not in self.unmanageable
+            and storage not in self.per_run
+            and counts[storage] == 1
+            and result.nbytes <= self.sizes[storage]
+        ]
+        return serving.only(kept)
 
     def _foldable(self, node: torch.fx.Node) -> bool:
         storages = self.analysis.outputs_of.get(node.name) or (self.analysis.storage_of.get(node.name),)
@@ -241,7 +287,9 @@ class Chooser:
                 allocating = resolution.fallback if resolution.fallback_allocates_as_planned else None
                 return NodePlan(node, RunAs.OUT, kind, resolution.out, storages, allocating=allocating)
             if resolution.fallback is not None:
-                return NodePlan(node, RunAs.FALLBACK, kind, resolution.fallback, storages)
+                serving = self._serving(resolution, storages)
+                how = RunAs.FALLBACK if serving is None else RunAs.SERVED
+                return NodePlan(node, how, kind, resolution.fallback, storages, serving=serving)
             return NodePlan(node, RunAs.OUT_FRESH, kind, resolution.out, storages)
         if category is Category.GETITEM and self.how.get(getitem_parts(node)[0].name) is RunAs.OUT:
             self.fixed.add(node.name)  # one of a multi-output op's managed results

@@ -33,6 +33,7 @@ from srbench.static.choose import NodePlan, RunAs
 from srbench.static.errors import inference_only_error
 from srbench.static.hosting import RunBuffer
 from srbench.static.page_release import release_pages
+from srbench.static.serving import serving_library
 from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
 from srbench.static.slab_schedule import Release, SlabLayout
 
@@ -425,6 +426,8 @@ class CodeWriter:
                 if plan.result_storages[0] not in self.run_buffers:
                     self.static_nodes[name] = outs[0]
             return [*made, self.call_text(plan.runs, outs)]
+        if plan.how is RunAs.SERVED:
+            return self.served_lines(plan)
         if plan.how is RunAs.OUT_FRESH:
             outs, allocate = self.fresh_buffers(plan)
             self.locals.update(outs)
@@ -454,6 +457,31 @@ class CodeWriter:
         self.locals.add(local)
         self.expr[name] = local
         return [f"{local} = {text}"]
+
+    def served_lines(self, plan: NodePlan) -> list[str]:
+        """A fallback whose results the slab serves (:mod:`srbench.static.serving`): the thread
+        armed with the planned address of each served result right before the op, disarmed right
+        after it (an armed allocation left for a later op could land on a live slab tensor),
+        also when it raises. Two calls of about 0.1 µs each."""
+        library = serving_library()
+        if library is None:
+            raise ValueError(f"node {plan.node.name!r} is served but the allocator hook is missing")
+        arm, disarm = self.constant(library.arm, "arm"), self.constant(library.disarm, "disarm")
+        sequence = self.constant(plan.serves.sequence(), f"serve_{plan.node.name}")
+        addresses = [
+            f"{self.managed_name(plan.result_storages[result.result])}.data_ptr()" for result in plan.serves.results
+        ]
+        local = f"v_{plan.node.name}"
+        self.locals.add(local)
+        self.expr[plan.node.name] = local
+        call = self.call_text(plan.runs)
+        return [
+            f"{arm}({sequence}, {', '.join(addresses)})",
+            "try:",
+            f"    {local} = {call}",
+            "finally:",
+            f"    {disarm}()",
+        ]
 
     # -- static values --------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import replace
@@ -14,6 +15,7 @@ from srbench.options import StaticOptions
 from srbench.planners import get_planner
 from srbench.static.errors import InputSignatureError
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
+from srbench.static.peak import measured_peak
 from srbench.static.prepared import PreparedGraph, prepare_graph
 from srbench.static.rewrite_choice import keep_faster_rewrites
 from srbench.static.runtime import StaticRuntime
@@ -82,6 +84,7 @@ class StaticModule:
                 name=self.name,
                 out_variants=self.out_variants,
                 argument_names=self.argument_names,
+                measure_peak=functools.partial(measured_peak, self, inputs=inputs) if options.measure_choices else None,
             )
 
         prepared = prepared_under(self.options)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import torch
@@ -49,6 +49,7 @@ from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import resolve
 from srbench.static.reuse import dying_input_reuses
+from srbench.static.serving import unavailable_reason
 from srbench.static.signature import InputSignature
 from srbench.static.slab_schedule import SlabLayout, slab_layout
 from srbench.static.stream_code import StreamCodeWriter, StreamMode
@@ -97,6 +98,8 @@ class PreparedGraph:
     # statistics of a norm left training, a renormalised embedding): prepare-time timing runs the
     # program many times and gives them back their values (:mod:`srbench.static.timing`)
     written_state: tuple[torch.Tensor, ...] = ()
+    # why fallback results are not served from the slab (no allocator hook, a higher peak)
+    unserved: str | None = None
 
     @property
     def hosted_results(self) -> int:
@@ -142,15 +145,16 @@ class PreparedGraph:
         intermediate = {record.id for record in self.analysis.records}
         managed = produced = 0
         for plan in self.plans:
-            if plan.how not in (RunAs.OUT, RunAs.FALLBACK, RunAs.OUT_FRESH):
+            if plan.how not in (RunAs.OUT, RunAs.FALLBACK, RunAs.SERVED, RunAs.OUT_FRESH):
                 continue
             meta = plan.node.meta.get("val")
             values = list(meta) if isinstance(meta, (list, tuple)) else [meta]
+            planned = plan.managed_storages
             for storage, value in zip(plan.result_storages, values):
                 if storage in intermediate and isinstance(value, torch.Tensor) and has_static_geometry(value):
                     nbytes = value.numel() * value.element_size()
                     produced += nbytes
-                    managed += nbytes if plan.how is RunAs.OUT else 0
+                    managed += nbytes if storage in planned else 0
         return managed / produced if produced else 1.0
 
     def count(self, how: RunAs) -> int:
@@ -221,6 +225,14 @@ def _managed_tensors(
     wanted = {record.id for record in records}
     tensors = []
     for plan in plans:
+        if plan.how is RunAs.SERVED:
+            # the region an allocation is served from: bytes, whatever the op makes of them
+            for served in plan.serves.results:
+                storage = plan.result_storages[served.result]
+                if storage in wanted:
+                    offset = result.plan.offsets[storage]
+                    tensors.append(ManagedTensor(storage, offset, (served.nbytes,), (1,), 0, torch.uint8))
+            continue
         if plan.how is not RunAs.OUT:
             continue
         meta = plan.node.meta["val"]
@@ -307,9 +319,15 @@ def prepare_graph(
     name: str,
     out_variants: OutVariantRegistry,
     argument_names: Sequence[str] = (),
+    measure_peak: Callable[[PreparedGraph], int] | None = None,
 ) -> PreparedGraph:
     """Prepare ``model`` for calls like ``inputs`` (see the module docstring); ``argument_names``
-    name the model's positional parameters, for messages."""
+    name the model's positional parameters, for messages. ``measure_peak``: the bytes a run of
+    a program holds at its peak, measured; where given, fallback results are served from the slab
+    (:mod:`srbench.static.serving`) only if that does not raise it: a served result's bytes stay
+    held in the slab where eager may have freed and reused them (``transformer_encoder``'s fused
+    layers: 1,152 KiB served, 1,024 KiB not, as eager), and where it pays cannot be told from
+    the plan alone (the scratch memory of the ops is not in it)."""
     start = time.perf_counter()
     inputs = inputs.canonical()  # the placeholders follow the keyword arguments' name order
     signature = InputSignature.of(inputs, argument_names)
@@ -339,38 +357,15 @@ def prepare_graph(
         if name in written and name in constant_nodes and isinstance(value, torch.Tensor)
     )
     with torch.no_grad():
-        resolutions = resolve(graph, probe_values, frozenset(constant_nodes - written), out_variants)
+        resolutions = resolve(
+            graph,
+            probe_values,
+            frozenset(constant_nodes - written),
+            out_variants,
+            serve=options.serve_fallbacks and options.enable_out_variant,
+        )
     aliases = {node: r.aliases for node, r in resolutions.items() if r.aliases}
     analysis = analyze_lifetimes(graph, aliases=aliases) if aliases else schema_analysis
-
-    plain_plans = Chooser(graph, resolutions, analysis, options, constant_nodes, device).plans()
-    reuses = dying_input_reuses(graph, plain_plans, analysis)
-    # planned again with each such result in its input's storage
-    reused = analyze_lifetimes(graph, aliases={**aliases, **reuses}) if reuses else analysis
-
-    def choose(reuse: bool, hosting: Hosting = NO_HOSTING) -> _Choice:
-        """How every node runs; with ``reuse``, elementwise results written over dying inputs
-        (one stream only: see :mod:`srbench.static.reuse`); with ``hosting``, intermediates
-        planned into outputs (one stream only: see :mod:`srbench.memory.hosting`)."""
-        chosen = reused if reuse else analysis
-        hosts = frozenset(plan.host.id for plan in hosting.plans)
-        hosted = frozenset(hosting.placement)
-        if reuse and (reuses or hosting.plans):
-            chooser = Chooser(
-                graph, resolutions, chosen, options, constant_nodes, device, reuses, hosts=hosts, hosted=hosted
-            )
-            plans = chooser.plans()
-        else:
-            plans = plain_plans
-        managed_ids = {s for p in plans if p.how is RunAs.OUT for s in p.result_storages} - hosts - hosted
-        return _Choice(
-            chosen,
-            tuple(plans),
-            tuple(r for r in chosen.records if r.id in managed_ids),
-            tuple(r for r in chosen.output_records if r.id in managed_ids),
-            hosting,
-            run_buffers(plans, hosting) if hosting.plans else (),
-        )
 
     steps = [node.name for node in graph.nodes]
     lazy = page_release.supported(device)  # pages of large segments given back lazily
@@ -386,122 +381,179 @@ def prepare_graph(
             return [total] * len(steps)
         return slab_layout(steps, records, plan.plan.offsets, total, frozenset(steps), lazy).held(steps)
 
-    def with_hosting(single: _Choice) -> _Choice:
-        """``single`` (one stream) with intermediates planned into the outputs a run allocates
-        anyway, where the estimated peak of a run falls (:mod:`srbench.memory.hosting`)."""
-        if options.manage_output_tensors or not options.enable_out_variant or not single.slab_records:
-            return single
-        outputs = single.analysis.output_records
-        probe = Chooser(
-            graph,
-            resolutions,
-            single.analysis,
-            options,
-            constant_nodes,
-            device,
-            reuses,
-            hosts=frozenset(record.id for record in outputs),
-        ).plans()
-        hosts = output_hosts(probe, single.analysis, {name: step for step, name in enumerate(steps)})
-        if not hosts:
-            return single
-        slab_ids = {record.id for record in single.slab_records}
-        hosting = plan_hosting(
-            single.slab_records,
-            hostable(single.plans, slab_ids),
-            hosts,
-            unplanned=[record for record in single.analysis.records if record.id not in slab_ids],
-            outputs=outputs,
-            held=slab_held,
-            planner=options.planner,
-        )
-        return choose(reuse=True, hosting=hosting) if hosting.plans else single
+    def finish(options: StaticOptions) -> PreparedGraph:
+        """The program from here on: how each node runs, the plan, the code."""
+        plain_plans = Chooser(graph, resolutions, analysis, options, constant_nodes, device).plans()
+        reuses = dying_input_reuses(graph, plain_plans, analysis)
+        # planned again with each such result in its input's storage
+        reused = analyze_lifetimes(graph, aliases={**aliases, **reuses}) if reuses else analysis
 
-    out_spec = captured.exported.call_spec.out_spec
-    returned_inputs = _returned_inputs(graph, mutations, user_inputs, analysis)
-    # a functionalized graph that writes an input is exact only for inputs not sharing memory
-    disjoint_inputs = any(target in user_inputs for target in mutations.values())
+        def choose(reuse: bool, hosting: Hosting = NO_HOSTING) -> _Choice:
+            """How every node runs; with ``reuse``, elementwise results written over dying inputs
+            (one stream only: see :mod:`srbench.static.reuse`); with ``hosting``, intermediates
+            planned into outputs (one stream only: see :mod:`srbench.memory.hosting`)."""
+            chosen = reused if reuse else analysis
+            hosts = frozenset(plan.host.id for plan in hosting.plans)
+            hosted = frozenset(hosting.placement)
+            if reuse and (reuses or hosting.plans):
+                chooser = Chooser(
+                    graph, resolutions, chosen, options, constant_nodes, device, reuses, hosts=hosts, hosted=hosted
+                )
+                plans = chooser.plans()
+            else:
+                plans = plain_plans
+            managed_ids = {s for p in plans for s in p.managed_storages} - hosts - hosted
+            return _Choice(
+                chosen,
+                tuple(plans),
+                tuple(r for r in chosen.records if r.id in managed_ids),
+                tuple(r for r in chosen.output_records if r.id in managed_ids),
+                hosting,
+                run_buffers(plans, hosting) if hosting.plans else (),
+            )
 
-    def writer_of(cls: type[_Writer], choice: _Choice) -> _Writer:
-        constants = {n: v for n, v in values.items() if n in constant_nodes}
-        return cls(
-            graph,
-            choice.plans,
-            user_inputs,
-            constants,
-            out_spec,
-            mutations,
-            signature,
-            returned_inputs=returned_inputs,
-            disjoint_inputs=disjoint_inputs,
-            run_buffers=choice.run_buffers,
-        )
+        def with_hosting(single: _Choice) -> _Choice:
+            """``single`` (one stream) with intermediates planned into the outputs a run allocates
+            anyway, where the estimated peak of a run falls (:mod:`srbench.memory.hosting`)."""
+            if options.manage_output_tensors or not options.enable_out_variant or not single.slab_records:
+                return single
+            outputs = single.analysis.output_records
+            probe = Chooser(
+                graph,
+                resolutions,
+                single.analysis,
+                options,
+                constant_nodes,
+                device,
+                reuses,
+                hosts=frozenset(record.id for record in outputs),
+            ).plans()
+            hosts = output_hosts(probe, single.analysis, {name: step for step, name in enumerate(steps)})
+            if not hosts:
+                return single
+            slab_ids = {record.id for record in single.slab_records}
+            hosting = plan_hosting(
+                single.slab_records,
+                hostable(single.plans, slab_ids),
+                hosts,
+                unplanned=[record for record in single.analysis.records if record.id not in slab_ids],
+                outputs=outputs,
+                held=slab_held,
+                planner=options.planner,
+            )
+            return choose(reuse=True, hosting=hosting) if hosting.plans else single
 
-    def cleanup_of(plan: PlanResult | None) -> int | None:
-        return plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
+        out_spec = captured.exported.call_spec.out_spec
+        returned_inputs = _returned_inputs(graph, mutations, user_inputs, analysis)
+        # a functionalized graph that writes an input is exact only for inputs not sharing memory
+        disjoint_inputs = any(target in user_inputs for target in mutations.values())
 
-    def slab_cleanup(
-        choice: _Choice, plan: PlanResult | None, bodies: list[tuple[str, list[str]]]
-    ) -> SlabLayout | None:
-        if not options.cleanup_activations or plan is None:
-            return None
-        runs_code = frozenset(name for name, _ in bodies)
-        return slab_layout(steps, choice.slab_records, plan.plan.offsets, plan.plan.total_bytes, runs_code, lazy)
+        def writer_of(cls: type[_Writer], choice: _Choice) -> _Writer:
+            constants = {n: v for n, v in values.items() if n in constant_nodes}
+            return cls(
+                graph,
+                choice.plans,
+                user_inputs,
+                constants,
+                out_spec,
+                mutations,
+                signature,
+                returned_inputs=returned_inputs,
+                disjoint_inputs=disjoint_inputs,
+                run_buffers=choice.run_buffers,
+            )
 
-    def prepared_with(
-        choice: _Choice, plan: PlanResult | None, output_plan: PlanResult | None, program: Program, **streams: Any
-    ) -> PreparedGraph:
-        return PreparedGraph(
-            signature=signature,
-            input_names=tuple(user_inputs),
-            captured=captured,
-            analysis=choice.analysis,
-            plans=choice.plans,
-            plan=plan,
-            managed=_managed_tensors(choice.plans, choice.slab_records, plan),
-            output_plan=output_plan,
-            output_arena=_managed_tensors(choice.plans, choice.arena_records, output_plan),
-            program=program,
-            device=device,
-            seconds=time.perf_counter() - start,
-            rewrites=rewrites,
-            hosting=choice.hosting if choice.hosting.plans else None,
-            written_state=written_state,
-            **streams,
-        )
+        def cleanup_of(plan: PlanResult | None) -> int | None:
+            return plan.plan.total_bytes if (options.cleanup_activations and plan is not None) else None
 
-    def one_stream(choice: _Choice, **streams: Any) -> PreparedGraph:
-        choice = with_hosting(choice)
-        plan = _plan(choice.slab_records, options.planner)
-        if choice.hosting.plans:
-            outputs = choice.analysis.output_records
-            validate_hosting(choice.slab_records, plan.plan if plan else None, outputs, choice.hosting)
-        writer = writer_of(CodeWriter, choice)
+        def slab_cleanup(
+            choice: _Choice, plan: PlanResult | None, bodies: list[tuple[str, list[str]]]
+        ) -> SlabLayout | None:
+            if not options.cleanup_activations or plan is None:
+                return None
+            runs_code = frozenset(name for name, _ in bodies)
+            return slab_layout(steps, choice.slab_records, plan.plan.offsets, plan.plan.total_bytes, runs_code, lazy)
+
+        def prepared_with(
+            choice: _Choice, plan: PlanResult | None, output_plan: PlanResult | None, program: Program, **streams: Any
+        ) -> PreparedGraph:
+            return PreparedGraph(
+                signature=signature,
+                input_names=tuple(user_inputs),
+                captured=captured,
+                analysis=choice.analysis,
+                plans=choice.plans,
+                plan=plan,
+                managed=_managed_tensors(choice.plans, choice.slab_records, plan),
+                output_plan=output_plan,
+                output_arena=_managed_tensors(choice.plans, choice.arena_records, output_plan),
+                program=program,
+                device=device,
+                seconds=time.perf_counter() - start,
+                rewrites=rewrites,
+                hosting=choice.hosting if choice.hosting.plans else None,
+                written_state=written_state,
+                **streams,
+            )
+
+        def one_stream(choice: _Choice, **streams: Any) -> PreparedGraph:
+            choice = with_hosting(choice)
+            plan = _plan(choice.slab_records, options.planner)
+            if choice.hosting.plans:
+                outputs = choice.analysis.output_records
+                validate_hosting(choice.slab_records, plan.plan if plan else None, outputs, choice.hosting)
+            writer = writer_of(CodeWriter, choice)
+            bodies = writer.node_bodies()
+            output_plan = _plan(choice.arena_records, options.planner)
+            program = writer.assemble(bodies, slab_cleanup(choice, plan, bodies))
+            return prepared_with(choice, plan, output_plan, program, **streams)
+
+        single = choose(reuse=True)
+        if options.streams == 1:
+            return one_stream(single)
+        multi = choose(reuse=False)
+        writer = writer_of(StreamCodeWriter, multi)
         bodies = writer.node_bodies()
-        output_plan = _plan(choice.arena_records, options.planner)
-        program = writer.assemble(bodies, slab_cleanup(choice, plan, bodies))
-        return prepared_with(choice, plan, output_plan, program, **streams)
+        ops = [op for op, _ in bodies]
+        streams = plan_streams(
+            graph,
+            multi.analysis,
+            ops,
+            multi.plans,
+            resolutions,
+            options,
+            device,
+            multi.slab_records,
+            multi.arena_records,
+        )
+        schedule = streams.schedule
+        if schedule.num_streams == 1:  # the scheduler keeps one stream: the one-stream program
+            return one_stream(single, schedule=schedule)
+        if schedule.tentative and written & (set(user_inputs) | constant_nodes):
+            # a run writes the model's inputs or buffers: it is not run again at prepare time to
+            # measure the estimate, and an unmeasured gain is not taken
+            return one_stream(single, schedule=schedule)
+        mode = StreamMode.for_device(device)
+        alternative = None
+        if schedule.tentative and mode is StreamMode.THREADS:  # measured against it at prepare time
+            alternative = one_stream(single, schedule=schedule)
+        program = writer.assemble_streams(bodies, schedule, mode, cleanup_of(streams.plan))
+        return prepared_with(
+            multi, streams.plan, streams.output_plan, program, schedule=schedule, one_stream=alternative
+        )
 
-    single = choose(reuse=True)
-    if options.streams == 1:
-        return one_stream(single)
-    multi = choose(reuse=False)
-    writer = writer_of(StreamCodeWriter, multi)
-    bodies = writer.node_bodies()
-    ops = [op for op, _ in bodies]
-    streams = plan_streams(
-        graph, multi.analysis, ops, multi.plans, resolutions, options, device, multi.slab_records, multi.arena_records
+    prepared = finish(options)
+    if not any(plan.how is RunAs.SERVED for plan in prepared.plans):
+        serving_asked = options.serve_fallbacks and options.enable_out_variant
+        return replace(prepared, unserved=unavailable_reason()) if serving_asked else prepared
+    if measure_peak is None:
+        return prepared
+    unserved = finish(replace(options, serve_fallbacks=False))
+    with_serving, without = measure_peak(prepared), measure_peak(unserved)
+    if with_serving <= without:
+        return prepared
+    reason = (
+        f"a run with fallback results served from the slab measured a peak of {with_serving / 1024:,.0f} KiB, "
+        f"{without / 1024:,.0f} KiB without"
     )
-    schedule = streams.schedule
-    if schedule.num_streams == 1:  # the scheduler keeps one stream: the one-stream program
-        return one_stream(single, schedule=schedule)
-    if schedule.tentative and written & (set(user_inputs) | constant_nodes):
-        # a run writes the model's inputs or buffers: it is not run again at prepare time to
-        # measure the estimate, and an unmeasured gain is not taken
-        return one_stream(single, schedule=schedule)
-    mode = StreamMode.for_device(device)
-    alternative = None
-    if schedule.tentative and mode is StreamMode.THREADS:  # measured against it at prepare time
-        alternative = one_stream(single, schedule=schedule)
-    program = writer.assemble_streams(bodies, schedule, mode, cleanup_of(streams.plan))
-    return prepared_with(multi, streams.plan, streams.output_plan, program, schedule=schedule, one_stream=alternative)
+    return replace(unserved, unserved=reason)

@@ -96,6 +96,8 @@ class OpProfile:
     output_arena_bytes: int
     hosted_bytes: int  # intermediates planned into the outputs' bytes (srbench.memory.hosting)
     rewrites: tuple[Rewrite, ...] = ()  # prepare-time rewrites, applied or refused with the reason
+    served_nodes: int = 0  # fallbacks whose results the slab serves (srbench.static.serving)
+    unserved: str | None = None  # why fallback results are not served from the slab
 
     def to_dict(self) -> dict:
         """Plain JSON values (how each node runs as its name)."""
@@ -118,12 +120,15 @@ class OpProfile:
                 "native / fallback / static / folded",
                 f"{self.native_nodes} / {self.fallback_nodes} / {self.static_nodes} / {self.folded_nodes}",
             ),
+            ("fallbacks served from the slab", str(self.served_nodes)),
             ("managed tensors", f"{self.managed_tensors} ({format_bytes(self.managed_bytes)})"),
             (
                 "slab / output arena / hosted in outputs",
                 " / ".join(format_bytes(n) for n in (self.slab_bytes, self.output_arena_bytes, self.hosted_bytes)),
             ),
         ]
+        if self.unserved:
+            summary.append(("fallback results unserved", self.unserved))
         width = max(len(label) for label, _ in summary)
         lines = [f"Static runtime profile of {self.model!r}, {self.iterations} iterations"]
         lines += [f"  {label:<{width}}  {value}" for label, value in summary]
@@ -284,4 +289,6 @@ def profile_runtime(
         output_arena_bytes=prepared.arena_bytes,
         hosted_bytes=prepared.hosted_bytes,
         rewrites=prepared.rewrites,
+        served_nodes=sum(1 for p in plans if p.how is RunAs.SERVED),
+        unserved=prepared.unserved,
     )

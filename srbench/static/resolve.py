@@ -68,6 +68,7 @@ from srbench.static.eager_kernels import eager_out_call, has_backend_kernel
 from srbench.static.errors import OutVariantWarning, UnsupportedOpError
 from srbench.static.gathers import constant_index_gather, folded_view, gathered_copy, view_chain
 from srbench.static.out_variants import OutVariantRegistry
+from srbench.static.serving import Serving, find_serving
 from srbench.static.timing import device_barrier
 
 
@@ -156,6 +157,9 @@ class Resolution:
     # the fallback's result has the op's geometry (shape, strides, dtype): it can stand for an
     # allocation of the result followed by the out variant (see codegen's run buffers)
     fallback_allocates_as_planned: bool = False
+    # which of the fallback's allocations become its results, where the slab can serve them
+    # (:mod:`srbench.static.serving`); found only where the fallback may be chosen
+    serving: Serving | None = None
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -369,8 +373,11 @@ class Resolver:
         values: Mapping[str, Any],
         constant_nodes: frozenset[str],
         out_variants: OutVariantRegistry,
+        serve: bool = False,
     ):
+        """``serve``: find, for fallbacks that may be chosen, what the slab can serve of them."""
         self.graph = graph
+        self.serve = serve
         self.env: dict[str, Any] = dict(values)
         self.constant_nodes = constant_nodes
         self.constant_values: set[str] = set(constant_nodes)  # grows with views and folded ops
@@ -608,6 +615,14 @@ class Resolver:
             out_seconds, fallback_seconds = self._confirm_slower(
                 out_call, outs, fallback, (out_seconds, fallback_seconds), self._barrier(node)
             )
+        serving = None
+        if (
+            self.serve
+            and fallback is not None
+            and (out_call is None or (out_seconds or 0.0) > (fallback_seconds or 0.0))
+            and self._device(node, reference) == torch.device("cpu")
+        ):
+            serving = find_serving(fallback, self.env)
         self.env[node.name] = reference if ok else _results(node, outs[0][1])
         return Resolution(
             node.name,
@@ -618,6 +633,7 @@ class Resolver:
             out_seconds=out_seconds,
             fallback_seconds=fallback_seconds,
             fallback_allocates_as_planned=any(call is fallback for call in self.allocates_as_planned),
+            serving=serving,
         )
 
     def _confirm_slower(
@@ -890,8 +906,11 @@ def resolve(
     values: Mapping[str, Any],
     constant_nodes: frozenset[str],
     out_variants: OutVariantRegistry,
+    *,
+    serve: bool = False,
 ) -> dict[str, Resolution]:
     """Resolve every ``call_function`` node of ``graph``, starting from ``values`` (every
     placeholder and ``get_attr`` node's real value). ``constant_nodes`` are the nodes whose value
-    never changes between runs (parameters, buffers and constants that no op writes)."""
-    return Resolver(graph, values, constant_nodes, out_variants).run()
+    never changes between runs (parameters, buffers and constants that no op writes); ``serve``:
+    find what the slab can serve of fallbacks (:mod:`srbench.static.serving`)."""
+    return Resolver(graph, values, constant_nodes, out_variants, serve).run()

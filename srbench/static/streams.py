@@ -51,7 +51,7 @@ def measured_seconds(plans: Sequence[NodePlan], resolutions: Mapping[str, Resolu
         if resolution is None:
             continue
         seconds = resolution.out_seconds if plan.how in (RunAs.OUT, RunAs.OUT_FRESH) else None
-        if plan.how is RunAs.FALLBACK:
+        if plan.how in (RunAs.FALLBACK, RunAs.SERVED):
             seconds = resolution.fallback_seconds
         if seconds is not None:
             measured[plan.node.name] = seconds

@@ -50,12 +50,12 @@ def interleaved_medians(
         runtime = StaticRuntime(module, candidate.device)
         bound = runtime._bind(candidate, candidate.program.compiled(module.name))
         calls.append(bound.forward_unchecked)
-    with _state_kept({id(t): t for candidate in candidates for t in candidate.written_state}.values()):
+    with state_kept({id(t): t for candidate in candidates for t in candidate.written_state}.values()):
         return call_medians(calls, inputs, device_barrier(candidates[0].device))
 
 
 @contextlib.contextmanager
-def _state_kept(state: Iterable[torch.Tensor]) -> Iterator[None]:
+def state_kept(state: Iterable[torch.Tensor]) -> Iterator[None]:
     """Give ``state`` (the model's parameters and buffers the programs write) back its values
     after the timed calls: they are not the user's calls, and a step counter, running statistics
     or a renormalised embedding must end as if they had not run."""

@@ -1,0 +1,220 @@
+// A CPU allocator that serves chosen allocations of the calling thread from planned slab addresses.
+//
+// Some ops have no out variant that writes into a given buffer (layer_norm, scaled dot-product
+// attention, embedding_bag, LSTM, the fused transformer encoder layer: ATen's generated .out
+// overloads allocate the result and copy it). Their results can still live in the planned slab if
+// the allocation that becomes the result is served from the slab. No library provides a CPU
+// allocator hook for that: CUDA has CUDAPluggableAllocator, CPU has nothing
+// (pytorch/pytorch#132446 asks for torch.cpu.change_current_allocator), so this file is written by
+// hand against c10's public Allocator interface: a c10::Allocator that wraps the CPU allocator in
+// place when it is installed and delegates every allocation to it, except while a thread is
+// *armed*.
+//
+// What to serve is a *sequence* (sequence()), made once per op at prepare time from a recording
+// (record(), recorded(): the sizes and addresses of the calling thread's allocations during one
+// call of the op, from which the caller finds which allocation became which result): the sizes of
+// the op's allocations up to the last result served, and the indices of the allocations to serve.
+// Arming (arm(sequence, address...)) gives each served index its address: from then on the
+// allocator counts the calling thread's allocations; the allocation with a served index gets its
+// address, every other allocation is delegated. An allocation whose size is not the recorded one
+// means the op took another path (another thread count, another kernel): the thread disarms and
+// serves nothing more (correct, just unmanaged). The thread disarms itself once the last served
+// index is passed too, and disarm() (called right after the op) makes sure no later allocation can
+// be served. Other threads are never affected: every state is thread_local.
+//
+// A served DataPtr frees nothing (the slab owns the memory) and has a context distinct from its
+// data pointer, so c10's raw_allocate, which asserts that they are equal, fails loudly instead of
+// handing slab memory to a caller that would free() it.
+//
+// The functions are plain CPython functions (METH_FASTCALL): one call costs well under a
+// microsecond, which matters on models whose ops take a few microseconds each.
+
+#include <Python.h>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+constexpr Py_ssize_t kMaxServed = 8;
+constexpr const char* kSequenceName = "srbench.slab_serving.sequence";
+
+struct Sequence {
+  std::vector<size_t> sizes;    // the op's allocations, in order, up to the last one served
+  std::vector<int64_t> served;  // the indices served, in the order arm() gives their addresses
+};
+
+struct ThreadState {
+  const Sequence* armed = nullptr;  // nullptr: disarmed
+  // the capsule owning the armed sequence, held until the next arm() or disarm() (which run with
+  // the GIL; allocate() may not, so disarming itself there only forgets the pointer)
+  PyObject* held = nullptr;
+  void* addresses[kMaxServed];
+  size_t count = 0;  // allocations counted since arm()
+  bool recording = false;
+  std::vector<std::pair<size_t, void*>> log;
+};
+
+thread_local ThreadState state;
+char served_context;  // the context of every served DataPtr: never its data pointer
+
+void free_nothing(void*) {}
+
+class SlabServingAllocator final : public c10::Allocator {
+ public:
+  explicit SlabServingAllocator(c10::Allocator* base) : base_(base) {}
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    ThreadState& s = state;
+    if (s.armed != nullptr) {
+      const Sequence& sequence = *s.armed;
+      size_t index = s.count++;
+      if (sequence.sizes[index] != nbytes) {
+        s.armed = nullptr;  // another path than the recorded one: serve nothing more
+      } else {
+        if (index + 1 == sequence.sizes.size()) s.armed = nullptr;  // the last served index
+        for (size_t k = 0; k < sequence.served.size(); ++k) {
+          if (sequence.served[k] == static_cast<int64_t>(index)) {
+            return {s.addresses[k], &served_context, &free_nothing, c10::Device(c10::DeviceType::CPU)};
+          }
+        }
+      }
+    }
+    c10::DataPtr result = base_->allocate(nbytes);
+    if (s.recording) s.log.emplace_back(nbytes, result.get());
+    return result;
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return base_->raw_deleter(); }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    base_->copy_data(dest, src, count);
+  }
+
+ private:
+  c10::Allocator* base_;
+};
+
+SlabServingAllocator* installed = nullptr;
+
+constexpr uint8_t kPriority = 100;  // above c10's default CPU allocator (0)
+
+PyObject* install(PyObject*, PyObject*) {
+  if (installed == nullptr) {
+    c10::Allocator* base = c10::GetCPUAllocator();
+    auto* serving = new SlabServingAllocator(base);  // lives as long as the process: c10 keeps the pointer
+    c10::SetCPUAllocator(serving, kPriority);
+    if (c10::GetCPUAllocator() != serving) {
+      delete serving;
+      Py_RETURN_FALSE;  // an allocator of higher priority is installed: nothing is served
+    }
+    installed = serving;
+  }
+  Py_RETURN_TRUE;
+}
+
+void free_sequence(PyObject* capsule) {
+  delete static_cast<Sequence*>(PyCapsule_GetPointer(capsule, kSequenceName));
+}
+
+// sequence(sizes, served): sizes, a tuple of the op's allocation sizes up to the last served one;
+// served, a tuple of the indices to serve (at most kMaxServed, each below len(sizes)).
+PyObject* sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "sequence takes two tuples: sizes, served indices");
+    return nullptr;
+  }
+  auto* made = new Sequence();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[0]); ++i) {
+    made->sizes.push_back(static_cast<size_t>(PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(args[0], i))));
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[1]); ++i) {
+    made->served.push_back(static_cast<int64_t>(PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], i))));
+  }
+  bool valid = !PyErr_Occurred() && !made->served.empty() &&
+               made->served.size() <= static_cast<size_t>(kMaxServed);
+  for (int64_t index : made->served) valid = valid && index >= 0 && static_cast<size_t>(index) < made->sizes.size();
+  if (!valid) {
+    delete made;
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "served indices must be 1 to 8 indices into sizes");
+    return nullptr;
+  }
+  PyObject* capsule = PyCapsule_New(made, kSequenceName, free_sequence);
+  if (capsule == nullptr) delete made;
+  return capsule;
+}
+
+// arm(sequence, address...): one address for each served index of the sequence, in its order.
+PyObject* arm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  ThreadState& s = state;
+  s.armed = nullptr;
+  auto* armed = nargs > 0 ? static_cast<const Sequence*>(PyCapsule_GetPointer(args[0], kSequenceName)) : nullptr;
+  if (armed == nullptr || static_cast<size_t>(nargs - 1) != armed->served.size()) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "arm takes a sequence and one address per served index");
+    return nullptr;
+  }
+  for (Py_ssize_t k = 1; k < nargs; ++k) {
+    s.addresses[k - 1] = PyLong_AsVoidPtr(args[k]);
+  }
+  if (PyErr_Occurred()) return nullptr;
+  Py_INCREF(args[0]);
+  Py_XSETREF(s.held, args[0]);
+  s.count = 0;
+  s.armed = armed;
+  Py_RETURN_NONE;
+}
+
+PyObject* disarm(PyObject*, PyObject*) {
+  state.armed = nullptr;
+  Py_CLEAR(state.held);
+  Py_RETURN_NONE;
+}
+
+PyObject* record(PyObject*, PyObject*) {
+  state.log.clear();
+  state.recording = true;
+  Py_RETURN_NONE;
+}
+
+PyObject* recorded(PyObject*, PyObject*) {
+  ThreadState& s = state;
+  s.recording = false;
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(s.log.size()));
+  if (list == nullptr) return nullptr;
+  for (size_t i = 0; i < s.log.size(); ++i) {
+    PyObject* item = Py_BuildValue("(KK)", static_cast<unsigned long long>(s.log[i].first),
+                                   static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(s.log[i].second)));
+    if (item == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+  }
+  s.log.clear();
+  return list;
+}
+
+PyMethodDef methods[] = {
+    {"install", install, METH_NOARGS, "Install the serving allocator over the CPU allocator; False if refused."},
+    {"sequence", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(sequence)), METH_FASTCALL,
+     "What to serve of one op's allocations: sequence(sizes, served indices)."},
+    {"arm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(arm)), METH_FASTCALL,
+     "Serve this thread's allocations of a sequence: arm(sequence, address...)."},
+    {"disarm", disarm, METH_NOARGS, "Serve nothing more on this thread."},
+    {"record", record, METH_NOARGS, "Record this thread's allocations (size, address)."},
+    {"recorded", recorded, METH_NOARGS, "Stop recording; the (nbytes, address) of each allocation since record()."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+#define SRB_CONCAT_(a, b) a##b
+#define SRB_CONCAT(a, b) SRB_CONCAT_(a, b)
+#define SRB_STRING_(a) #a
+#define SRB_STRING(a) SRB_STRING_(a)
+
+static PyModuleDef module = {PyModuleDef_HEAD_INIT, SRB_STRING(TORCH_EXTENSION_NAME), nullptr, -1, methods};
+
+PyMODINIT_FUNC SRB_CONCAT(PyInit_, TORCH_EXTENSION_NAME)(void) { return PyModule_Create(&module); }

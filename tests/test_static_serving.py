@@ -1,0 +1,272 @@
+"""Fallback results served from the slab by the allocator hook (srbench.static.serving): the results
+of ops without an out kernel land in the slab, a run whose allocations differ from the recording
+falls back to allocating them, several streams each serve their own ops, and without the hook
+srbench runs as before and says why."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from torch import nn
+
+from srbench.inputs import Inputs
+from srbench.static import StaticModule, StaticOptions
+from srbench.static import serving as serving_module
+from srbench.static.calls import Call
+from srbench.static.choose import RunAs
+from srbench.static.out_variants import OUT_VARIANTS
+from srbench.static.peak import measured_peak
+from srbench.static.prepared import prepare_graph
+from srbench.static.serving import ServedResult, Serving, find_serving, serving_library
+
+needs_hook = pytest.mark.skipif(
+    serving_library() is None, reason=f"no allocator hook: {serving_module.unavailable_reason()}"
+)
+# Served whatever the measured peak (measure_choices=True keeps serving only where it holds no
+# more), and the slab kept between runs, so its bytes can be read after one.
+AS_PROPOSED = StaticOptions(measure_choices=False, cleanup_activations=False)
+
+
+class LayerNormed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) * 2
+
+
+class Attention(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.scaled_dot_product_attention(x, x, x) * 2
+
+
+class Bags(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(100, 16, mode="sum")
+
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        return self.bag(indices, offsets) * 2
+
+
+class Recurrent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(16, 24, num_layers=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lstm(x)[0] * 2
+
+
+class Encoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x) * 2
+
+
+CASES = {
+    "layer_norm": (LayerNormed, lambda: (torch.randn(4, 8, 32),), "layer_norm"),
+    "sdpa": (Attention, lambda: (torch.randn(1, 4, 16, 8),), "scaled_dot_product_attention"),
+    "embedding_bag": (Bags, lambda: (torch.randint(0, 100, (12,)), torch.tensor([0, 5, 9])), "embedding_bag"),
+    "lstm": (Recurrent, lambda: (torch.randn(5, 3, 16),), "lstm"),
+    "encoder_layer": (Encoder, lambda: (torch.randn(2, 10, 32),), "_transformer_encoder_layer_fwd"),
+}
+
+
+def _served_plan(module: StaticModule, kind: str):
+    plans = [plan for plan in module.prepared.plans if plan.kind.split("::")[-1].startswith(kind)]
+    assert plans, [plan.kind for plan in module.prepared.plans]
+    return plans[0]
+
+
+@needs_hook
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_result_of_an_op_without_out_kernel_lands_in_the_slab(case):
+    make, make_inputs, kind = CASES[case]
+    torch.manual_seed(0)
+    model = make().eval()
+    inputs = make_inputs()
+    module = StaticModule(model, inputs, AS_PROPOSED)
+    plan = _served_plan(module, kind)
+    assert plan.how is RunAs.SERVED and plan.serving is not None
+    runtime = module.runtime()
+    with torch.no_grad():
+        expected = model(*inputs)
+        assert torch.equal(runtime(*inputs), expected)
+        assert torch.equal(runtime(*inputs), expected)  # the second run too: the slab is reused
+    # the op's first result is read by the model's last op (``* 2``): nothing overwrites its slab
+    # bytes after it, so they hold the result; an unserved result would have left them unwritten
+    first = plan.serving.results[0]
+    assert first.result == 0
+    storage = plan.result_storages[0]
+    region = runtime.bind(inputs).managed[storage]
+    assert module.prepared.managed_share > 0.99
+    meta = plan.node.meta["val"]
+    meta = meta[0] if isinstance(meta, (list, tuple)) else meta
+    value = region.view(meta.dtype).as_strided(tuple(meta.shape), meta.stride(), meta.storage_offset())
+    assert torch.equal(value * 2, expected)
+    slab = runtime.slab.untyped_storage()
+    assert slab.data_ptr() <= region.data_ptr() < slab.data_ptr() + slab.nbytes()
+
+
+@needs_hook
+def test_a_served_output_lands_in_the_output_arena():
+    norm = nn.LayerNorm(32).eval()
+    x = torch.randn(4, 32)
+    module = StaticModule(norm, (x,), StaticOptions(measure_choices=False, manage_output_tensors=True))
+    assert _served_plan(module, "layer_norm").how is RunAs.SERVED
+    runtime = module.runtime()
+    with torch.no_grad():
+        out = runtime(x)
+        assert torch.equal(out, norm(x))
+    arena = runtime._arena.untyped_storage()
+    assert arena.data_ptr() <= out.data_ptr() < arena.data_ptr() + arena.nbytes()
+
+
+def _layer_norm_call(x: torch.Tensor) -> Call:
+    return Call("layer_norm", torch.layer_norm, (x, (x.shape[-1],)), {})
+
+
+@needs_hook
+def test_the_recording_finds_which_allocation_becomes_the_result():
+    x = torch.randn(16, 32)
+    found = find_serving(_layer_norm_call(x), {})
+    assert found is not None
+    assert [(r.result, r.nbytes) for r in found.results] == [(0, x.numel() * 4)]
+    assert found.sizes[found.results[0].allocation] == x.numel() * 4
+
+
+@needs_hook
+def test_an_allocation_sequence_unlike_the_recording_is_not_served():
+    library = serving_library()
+    x = torch.randn(16, 32)
+    found = find_serving(_layer_norm_call(x), {})
+    assert found is not None
+    slab = torch.zeros(1 << 16, dtype=torch.uint8)
+    library.arm(found.sequence(), slab.data_ptr())
+    try:
+        served = torch.layer_norm(x, (32,))
+    finally:
+        library.disarm()
+    assert served.data_ptr() == slab.data_ptr()  # the recorded sequence: served
+    # another shape: the first allocation's size differs, the thread disarms, nothing is served
+    y = torch.randn(8, 32)
+    library.arm(found.sequence(), slab.data_ptr())
+    try:
+        other = torch.layer_norm(y, (32,))
+        # a later allocation of the recorded size is not served either: the thread disarmed
+        later = torch.empty(16, 32)
+    finally:
+        library.disarm()
+    assert other.data_ptr() != slab.data_ptr() and later.data_ptr() != slab.data_ptr()
+    assert torch.equal(other, torch.layer_norm(y, (32,)))
+    # a recording whose sizes before the served allocation differ from the run's: not served
+    mismatched = Serving((123, *found.sizes), (ServedResult(0, found.results[0].allocation + 1, x.numel() * 4),))
+    library.arm(mismatched.sequence(), slab.data_ptr())
+    try:
+        again = torch.layer_norm(x, (32,))
+    finally:
+        library.disarm()
+    assert again.data_ptr() != slab.data_ptr() and torch.equal(again, served)
+
+
+@needs_hook
+def test_disarm_serves_nothing_more_and_an_op_that_raises_leaves_the_thread_disarmed():
+    x = torch.randn(4, 8, 32)
+    module = StaticModule(LayerNormed().eval(), (x,), AS_PROPOSED)
+    assert _served_plan(module, "layer_norm").how is RunAs.SERVED
+    runtime = module.runtime()
+    with torch.no_grad():
+        runtime(x)
+    slab = runtime.slab.untyped_storage()
+    after = torch.empty(4, 8, 32)  # the served result's size, on the same thread, after the run
+    assert not slab.data_ptr() <= after.data_ptr() < slab.data_ptr() + slab.nbytes()
+
+
+@needs_hook
+def test_two_streams_each_serve_their_own_ops():
+    class TwoBranches(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.left, self.right = nn.LayerNorm(64), nn.LayerNorm(64)
+            self.a, self.b = nn.Linear(64, 64), nn.Linear(64, 64)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            left = self.a(self.left(x).relu()).relu()
+            right = self.b(self.right(x + 1).relu()).relu()
+            return left + right
+
+    torch.manual_seed(0)
+    model = TwoBranches().eval()
+    x = torch.randn(32, 64)
+    options = StaticOptions(streams=2, scheduler="parallel_steps", measure_choices=False)
+    module = StaticModule(model, (x,), options)
+    assert module.prepared.streams_used == 2
+    assert sum(1 for plan in module.prepared.plans if plan.how is RunAs.SERVED) == 2
+    runtime = module.runtime()
+    with torch.no_grad():
+        expected = model(x)
+        for _ in range(20):
+            assert torch.equal(runtime(x), expected)
+
+
+def test_without_the_hook_fallbacks_allocate_their_results_and_the_profile_says_why(monkeypatch):
+    monkeypatch.setattr(serving_module, "_load", lambda: (None, "no C++ compiler (test)"))
+    x = torch.randn(4, 8, 32)
+    model = LayerNormed().eval()
+    module = StaticModule(model, (x,), AS_PROPOSED)
+    assert _served_plan(module, "layer_norm").how is RunAs.FALLBACK
+    assert module.prepared.unserved == "no C++ compiler (test)"
+    runtime = module.runtime()
+    with torch.no_grad():
+        assert torch.equal(runtime(x), model(x))
+    profile = runtime.profile((x,), iterations=2, warmup=1)
+    line = next(line for line in profile.table().splitlines() if "fallback results unserved" in line)
+    assert line.endswith("no C++ compiler (test)")
+
+
+@needs_hook
+def test_serving_is_dropped_where_it_measures_a_higher_peak():
+    """Three fused encoder layers: the first two results, 20 KiB each, take two slab regions held
+    through the run, where eager frees the first before the last layer's output is made."""
+
+    class Layers(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(
+                nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True) for _ in range(3)
+            )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    x = torch.randn(1, 80, 64)
+    model = Layers().eval()
+    served = StaticModule(model, (x,), StaticOptions(measure_choices=False))
+    assert served.prepared.count(RunAs.SERVED) == 2
+    unserved = StaticModule(model, (x,), StaticOptions(measure_choices=False, serve_fallbacks=False))
+    peaks = [measured_peak(module, module.prepared, (x,)) for module in (served, unserved)]
+    assert peaks[0] > peaks[1]
+    # prepared with that measurement (the module's own, with measure_choices, also times the
+    # rewrites, which may then be dropped): the program without serving, and why
+    chosen = prepare_graph(
+        model,
+        Inputs((x,)),
+        StaticOptions(measure_choices=False),
+        name="layers",
+        out_variants=OUT_VARIANTS,
+        measure_peak=functools.partial(measured_peak, served, inputs=(x,)),
+    )
+    assert chosen.count(RunAs.SERVED) == 0
+    assert chosen.unserved == (
+        f"a run with fallback results served from the slab measured a peak of {peaks[0] / 1024:,.0f} KiB, "
+        f"{peaks[1] / 1024:,.0f} KiB without"
+    )
