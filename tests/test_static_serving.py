@@ -106,7 +106,7 @@ def test_the_result_of_an_op_without_out_kernel_lands_in_the_slab(case):
     assert first.result == 0
     storage = plan.result_storages[0]
     region = runtime.bind(inputs).managed[storage]
-    assert module.prepared.managed_share > 0.99
+    assert storage in plan.managed_storages
     meta = plan.node.meta["val"]
     meta = meta[0] if isinstance(meta, (list, tuple)) else meta
     value = region.view(meta.dtype).as_strided(tuple(meta.shape), meta.stride(), meta.storage_offset())
@@ -233,25 +233,22 @@ def test_without_the_hook_fallbacks_allocate_their_results_and_the_profile_says_
 
 @needs_hook
 def test_serving_is_dropped_where_it_measures_a_higher_peak():
-    """Three fused encoder layers: the first two results, 20 KiB each, take two slab regions held
-    through the run, where eager frees the first before the last layer's output is made."""
+    """One fused encoder layer: its result's slab region is held from the start of the op, while
+    the kernel allocates the result after the scratch memory where its own peak falls (eager
+    counts the result's 20 KiB only from then on). The plan cannot see that; the measurement does."""
 
-    class Layers(nn.Module):
+    class Layer(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.layers = nn.ModuleList(
-                nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True) for _ in range(3)
-            )
+            self.layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            for layer in self.layers:
-                x = layer(x)
-            return x
+            return self.layer(x) * 2
 
     x = torch.randn(1, 80, 64)
-    model = Layers().eval()
+    model = Layer().eval()
     served = StaticModule(model, (x,), StaticOptions(measure_choices=False))
-    assert served.prepared.count(RunAs.SERVED) == 2
+    assert served.prepared.count(RunAs.SERVED) >= 1
     unserved = StaticModule(model, (x,), StaticOptions(measure_choices=False, serve_fallbacks=False))
     peaks = [measured_peak(module, module.prepared, (x,)) for module in (served, unserved)]
     assert peaks[0] > peaks[1]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from srbench.graph import CapturedGraph, capture
 from srbench.graph.subgraph import Subgraph, capture_subgraph
 from srbench.inputs import Inputs
-from srbench.memory.hosting import NO_HOSTING, Hosting, plan_hosting, validate_hosting
+from srbench.memory.hosting import NO_HOSTING, Hosting, estimated_peak, plan_hosting, validate_hosting
 from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes, has_static_geometry
 from srbench.memory.records import TensorUsageRecord
 from srbench.options import StaticOptions
@@ -47,7 +47,7 @@ from srbench.static.errors import UnsupportedOpError
 from srbench.static.hosting import RunBuffer, hostable, output_hosts, run_buffers
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
-from srbench.static.resolve import resolve
+from srbench.static.resolve import Resolution, resolve
 from srbench.static.reuse import dying_input_reuses
 from srbench.static.serving import unavailable_reason
 from srbench.static.signature import InputSignature
@@ -250,6 +250,59 @@ def _managed_tensors(
                     )
                 )
     return tuple(tensors)
+
+
+def _estimated_peak(
+    plans: Sequence[NodePlan], analysis: LifetimeAnalysis, held: Callable[[Sequence[TensorUsageRecord]], list[int]]
+) -> int:
+    """The most bytes a run of ``plans`` holds at one step, as the plan sees it (no scratch memory)."""
+    managed = {storage for plan in plans for storage in plan.managed_storages}
+    slab = [record for record in analysis.records if record.id in managed]
+    unplanned = [record for record in analysis.records if record.id not in managed]
+    return estimated_peak(held(slab), unplanned, analysis.output_records)
+
+
+def _served_where_the_estimate_allows(
+    resolutions: Mapping[str, Resolution],
+    plans_of: Callable[[Mapping[str, Resolution]], list[NodePlan]],
+    analysis: LifetimeAnalysis,
+    held: Callable[[Sequence[TensorUsageRecord]], list[int]],
+) -> tuple[dict[str, Resolution], str | None]:
+    """``resolutions`` with a serving kept (:mod:`srbench.static.serving`) only for the fallback
+    results that, taken in graph order, do not raise the run's estimated peak, and why none is
+    where the estimate leaves none. A served result's bytes stay held in the slab (whole, or in
+    its segment) where eager frees and reuses them, so serving a result that lives across the
+    run's peak can add to it (``transformer_encoder``'s four fused layers: serving the first and
+    third layer's results keeps one slab region of 128 KiB, the second's too needs two, one of
+    them held while the last layer's output is made), and so can a result nothing reads
+    (``embedding_bag``'s bag sizes), held to the end of its segment. ``plans_of`` chooses how
+    each node runs under given resolutions."""
+
+    def serving_only(kept: Collection[tuple[str, int]]) -> dict[str, Resolution]:
+        trial = {}
+        for name, resolution in resolutions.items():
+            served = None
+            if resolution.serving is not None:
+                served = resolution.serving.only({position for node, position in kept if node == name})
+            trial[name] = replace(resolution, serving=served)
+        return trial
+
+    candidates = [
+        (plan.node.name, result.result)
+        for plan in plans_of(resolutions)
+        if plan.serving
+        for result in plan.serving.results
+    ]
+    kept: list[tuple[str, int]] = []
+    best = _estimated_peak(plans_of(serving_only(kept)), analysis, held)
+    for candidate in candidates:
+        peak = _estimated_peak(plans_of(serving_only([*kept, candidate])), analysis, held)
+        if peak <= best:
+            kept.append(candidate)
+            best = peak
+    if candidates and not kept:
+        return serving_only(kept), f"serving any of {len(candidates)} fallback result(s) would raise the estimated peak"
+    return serving_only(kept), None
 
 
 _Writer = TypeVar("_Writer", bound=CodeWriter)
@@ -542,10 +595,18 @@ def prepare_graph(
             multi, streams.plan, streams.output_plan, program, schedule=schedule, one_stream=alternative
         )
 
+    unserved_reason = None
+    if options.serve_fallbacks and options.enable_out_variant:
+        resolutions, unserved_reason = _served_where_the_estimate_allows(
+            resolutions,
+            lambda trial: Chooser(graph, trial, analysis, options, constant_nodes, device).plans(),
+            analysis,
+            slab_held,
+        )
     prepared = finish(options)
     if not any(plan.how is RunAs.SERVED for plan in prepared.plans):
         serving_asked = options.serve_fallbacks and options.enable_out_variant
-        return replace(prepared, unserved=unavailable_reason()) if serving_asked else prepared
+        return replace(prepared, unserved=unserved_reason or unavailable_reason()) if serving_asked else prepared
     if measure_peak is None:
         return prepared
     unserved = finish(replace(options, serve_fallbacks=False))
