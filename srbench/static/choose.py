@@ -206,7 +206,7 @@ class Chooser:
         self.allowed = {record.id for record in analysis.records}
         if options.manage_output_tensors:
             self.allowed |= {record.id for record in analysis.output_records}
-        self.sizes = {record.id: record.size for record in (*analysis.records, *analysis.output_records)}
+        self.intermediates = {record.id: record.size for record in analysis.records}
         self.unmanageable = _metadata_mutated(self.graph, resolutions, analysis)
         # folded results must never change: not written in place, not handed to the caller
         self.unfoldable = written_storages(self.graph, analysis) | {r.id for r in analysis.output_records}
@@ -230,9 +230,11 @@ class Chooser:
         )
 
     def _serving(self, resolution: Resolution, storages: tuple[str | None, ...]) -> Serving | None:
-        """What the slab serves of a fallback's results: those whose storage could be managed (an
-        intermediate, or an output with ``manage_output_tensors``), made by the run and not by a
-        host, no other result's, at most the bytes the plan gives it."""
+        """What the slab serves of a fallback's results: the intermediates (not written into by
+        a host) among them, no other result's, each at most the bytes the plan gives it. Never an
+        output, even into the arena of ``manage_output_tensors``: a served tensor does not own its
+        bytes, and the caller's output must keep them alive (an arena view holds the arena's
+        storage; a served output would dangle once its runtime is gone)."""
         serving = resolution.serving
         if serving is None or not (self.options.enable_out_variant and self.options.serve_fallbacks):
             return None
@@ -242,11 +244,11 @@ class Chooser:
             for result in serving.results
             if result.result < len(storages)
             and (storage := storages[result.result]) is not None
-            and storage in self.allowed
+            and storage in self.intermediates
             and storage not in self.unmanageable
             and storage not in self.per_run
             and counts[storage] == 1
-            and result.nbytes <= self.sizes[storage]
+            and result.nbytes <= self.intermediates[storage]
         ]
         return serving.only(kept)
 
