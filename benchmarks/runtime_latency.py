@@ -9,6 +9,8 @@ Not a timed test: run it as a script and read the tables.
     .venv/bin/python benchmarks/runtime_latency.py --runtimes eager srbench static_runtime
     .venv/bin/python benchmarks/runtime_latency.py --models dlrm dlrm@32 deep_and_wide mlp \
         --runtimes eager srbench static_runtime --repeats 2000 --clock cpu   # overhead, on a shared machine
+    .venv/bin/python benchmarks/runtime_latency.py --models bert_encoder dlrm \
+        --runtimes eager srbench srbench_unserved static_runtime --clock cpu   # fallbacks served or not
 
 Every runtime is prepared through its plugin (``srbench.runtimes``); one that cannot take the
 model (or cannot work on this machine: torch.compile without a C++ compiler, ONNX Runtime without
