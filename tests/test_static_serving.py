@@ -193,6 +193,30 @@ def test_disarm_serves_nothing_more_and_an_op_that_raises_leaves_the_thread_disa
 
 
 @needs_hook
+@pytest.mark.parametrize("case", ["lstm", "encoder_layer", "sdpa"])
+def test_a_run_under_another_thread_count_than_prepared_gives_eager_results(case):
+    """The op's allocations may take another path with more intra-op threads: the size check
+    disarms the thread where they differ from the recording, and the results stay eager's."""
+    make, make_inputs, kind = CASES[case]
+    torch.manual_seed(0)
+    model = make().eval()
+    inputs = make_inputs()
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        module = StaticModule(model, inputs, AS_PROPOSED)
+        assert _served_plan(module, kind).how is RunAs.SERVED
+        runtime = module.runtime()
+        torch.set_num_threads(2)
+        with torch.no_grad():
+            expected = model(*inputs)
+            for _ in range(3):
+                torch.testing.assert_close(runtime(*inputs), expected)
+    finally:
+        torch.set_num_threads(before)
+
+
+@needs_hook
 def test_two_streams_each_serve_their_own_ops():
     class TwoBranches(nn.Module):
         def __init__(self) -> None:

@@ -154,6 +154,8 @@ def _lands(serving: Serving, call: Call, env: Mapping[str, Any]) -> bool:
     library.arm(sequence, *addresses)
     try:
         results = _results(invoke(call, env))
+    except Exception:  # it ran unarmed: whatever makes it fail armed, it is not served
+        return False
     finally:
         library.disarm()
     landed = all(
