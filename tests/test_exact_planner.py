@@ -18,7 +18,7 @@ from srbench.memory.minimalloc_csv import read_records
 from srbench.memory.records import MemoryPlan, lower_bound, validate_plan
 from srbench.memory.records import TensorUsageRecord as R
 from srbench.memory.synthetic import synthetic_records
-from srbench.planners import best, exact, greedy_by_size, plan_memory
+from srbench.planners import _exact_search, best, exact, greedy_by_size, plan_memory
 from srbench.planners._exact_search import (
     EXHAUSTED,
     FOUND,
@@ -26,11 +26,10 @@ from srbench.planners._exact_search import (
     PREORDERINGS,
     SWEEP_ORDERS,
     SearchState,
-    _schedulable,
-    _uncoverable_section,
     build_partition,
     time_groups,
 )
+from srbench.planners._section_inference import schedulable, uncoverable_section
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "minimalloc"
 
@@ -214,7 +213,7 @@ def test_schedule_inference_is_exact_for_one_section():
             for order in itertools.permutations(range(count))
         )
         member_ptr = np.array([0, count], dtype=np.int64)
-        fits = _schedulable(member_ptr, np.arange(count, dtype=np.int64), size, 1, capacity,
+        fits = schedulable(member_ptr, np.arange(count, dtype=np.int64), size, 1, capacity,
                             np.full(count, -1, dtype=np.int64), release, floor, np.arange(count, dtype=np.int64),
                             -1, -1, np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64), 0)  # fmt: skip
         assert fits == (best_top <= capacity), (release, size, floor, capacity)
@@ -432,11 +431,14 @@ def test_compile_search_leaves_nothing_for_a_plan_to_compile():
     assert result.stdout.strip() == "[]", result.stdout
 
 
-def test_the_search_decides_like_brute_force_where_sections_have_a_little_slack():
+@pytest.mark.parametrize("scan_sections", [_exact_search.SCAN_SECTIONS, 0])
+def test_the_search_decides_like_brute_force_where_sections_have_a_little_slack(monkeypatch, scan_sections):
     """Sizes of 3 to 7 bytes: a section with one or two bytes to spare has its lowest buffer
     alone within that slack of its floor, which cover inference relies on; the search, in every
     order, must still find a packing exactly where one exists (alignment 4 puts the optimum above
-    the lower bound, so that capacities below it are refuted)."""
+    the lower bound, so that capacities below it are refuted). Both ways of finding the sections
+    to check: scanning the scope (small partitions), and the incremental one (SCAN_SECTIONS 0)."""
+    monkeypatch.setattr(_exact_search, "SCAN_SECTIONS", scan_sections)
     decided = 0
     for records, group, part in _random_partitions(random.Random(17), 25, 7, (3, 7)):
         optimum = skyline_optimum([records[index] for index in group], alignment=4)
@@ -479,7 +481,7 @@ def test_cover_inference_is_exact_for_one_run_of_sections():
         total[half : half + sections] = unplaced
         buffers = np.arange(count, dtype=np.int64)
         # Alignment 1 and a smallest buffer of 1 byte: only sections with no byte to spare are tight.
-        failing = _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, buffers, start_ptr, 1, 1,
+        failing = uncoverable_section(section_hi, member_ptr, member_idx, buffers, start_ptr, 1, 1,
                                        np.full(count, -1, dtype=np.int64), min_offset,
                                        np.zeros(sections, dtype=np.int64), total, buffers, capacity, -1, -1,
                                        np.empty(sections + 1, dtype=np.bool_), 0, sections)  # fmt: skip
@@ -493,3 +495,25 @@ def test_cover_inference_is_exact_for_one_run_of_sections():
 def _disjoint(section_lo: np.ndarray, section_hi: np.ndarray, chosen: tuple[int, ...]) -> bool:
     pairs = itertools.combinations(chosen, 2)
     return all(section_lo[b] >= section_hi[a] or section_lo[a] >= section_hi[b] for a, b in pairs)
+
+
+@pytest.mark.parametrize("backjump", [False, True])
+def test_checking_only_the_changed_sections_decides_like_scanning_them_all(monkeypatch, backjump):
+    """Schedule and cover inference look only at the sections a placement changed (in partitions
+    of more than SCAN_SECTIONS sections); the others passed at the parent. That must refuse
+    exactly the placements a scan of every section in scope refuses, and blame the same section:
+    the same searches, step for step, on generated instances near their capacity (where both
+    checks refuse often) in every static order."""
+    instance = hard_instance(3)
+    first, last, size = (np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size"))
+    group = max(time_groups(first, last), key=len)
+    part = build_partition(group, first, last, size)
+    assert part.num_sections <= _exact_search.SCAN_SECTIONS  # scanned by default
+    for order in PREORDERINGS + SWEEP_ORDERS[:2]:
+        jitter = np.random.default_rng(1).uniform(0.7, 1.3, group.shape[0])
+        runs = []
+        for scan_sections in (_exact_search.SCAN_SECTIONS, 0):
+            monkeypatch.setattr(_exact_search, "SCAN_SECTIONS", scan_sections)
+            state = SearchState(part, instance.capacity, order, 1, jitter, backjump)
+            runs.append((state.run(20_000), state.steps, state.progress.ctl[:].tolist(), state.offsets().tolist()))
+        assert runs[0] == runs[1], order

@@ -48,8 +48,8 @@ arrays so that numba can compile it:
   the capacity) needs a buffer starting exactly at its floor; in a run of sections at one floor
   such buffers cannot overlap in time, so the tight sections of the run must be covered by
   disjoint candidates that may start there: an interval cover on a line, decided left to right
-  (:func:`_uncoverable_section`). The same holds for sections with less to spare than the
-  smallest buffer, with candidates that may start within that slack. On the generated
+  (:mod:`srbench.planners._section_inference`). The same holds for sections with less to spare
+  than the smallest buffer, with candidates that may start within that slack. On the generated
   instances, 207 of 250 fit in 10 s with it at the floors only, against 197 without; with the
   slack, 900-949 (held out) 40 of 50 instead of 39. This is the first check here that couples
   sections: each section alone can have a candidate while no disjoint set covers them all. It is the
@@ -71,6 +71,12 @@ arrays so that numba can compile it:
   order itself excludes, so a jump may pass over a packing: such a search proves nothing
   (GAVE_UP where a complete one would say EXHAUSTED) and is restarted; the static searches stay
   chronological, and complete. One search of seed 9 went from depth 63 to 205 in 1M steps with it.
+
+Schedule and cover inference look only at the sections a placement changed (in partitions of
+more than :data:`SCAN_SECTIONS` sections; smaller ones are scanned whole, which costs less there):
+every other section is as it was when the parent passed them, so the answer is a scan's, section
+for section. At 10,000 inference-like tensors that took the search from 3.4 to 2.2 s (the same
+44,585 steps; see :mod:`srbench.planners._section_inference`).
 
 Static orders are MiniMalloc's (:data:`PREORDERINGS`) or lead with the earliest start or the
 latest end (:data:`SWEEP_ORDERS`), and may be randomised (each key but those two scaled by a
@@ -96,6 +102,15 @@ import numpy as np
 from srbench.planners._compiled import njit
 from srbench.planners._intervals import overlap_degrees, overlap_lists
 from srbench.planners._placement import range_min
+from srbench.planners._section_inference import (
+    INFINITY,
+    changed_sections,
+    cover_seeds,
+    set_open_floor,
+    uncoverable_near,
+    uncoverable_section,
+    unschedulable_section,
+)
 
 FOUND = 1
 EXHAUSTED = 2
@@ -105,7 +120,6 @@ GAVE_UP = 5  # a backjumping search ran out of alternatives: it proves nothing
 
 _ENTER, _ADVANCE = 0, 1
 _NO_KEY = -1
-_INFINITY = np.iinfo(np.int64).max // 4
 
 # Static orders tried round-robin, as MiniMalloc does: each letter is a descending sort key.
 # W: lifetime width, A: area (width x size), T: the largest section total the buffer is part of,
@@ -122,6 +136,12 @@ PREORDERINGS = ("WAT", "TAW", "TWA")
 # a packing first varies from instance to instance: the two alternate.
 SWEEP_ORDERS = ("SWA", "EWA", "STA", "ETA", "SAT", "EAT", "SWT", "EWT")
 _LETTERS = "WATZSE"  # the keys a static order may use, by code
+# Partitions of more sections than this keep a tree of the floors (Progress.open_floor) so that
+# schedule and cover inference look only at the sections a placement changed; in smaller ones a
+# scan of the scope costs less than keeping the tree (on generated instances of 150-500 buffers,
+# up to 1,000 sections, steps were 5% slower with the tree; at 10,000 tensors, 20,000 sections,
+# the scans of the scope took a third of the search).
+SCAN_SECTIONS = 2048
 
 
 @dataclass(frozen=True)
@@ -268,6 +288,7 @@ class Progress(NamedTuple):
     min_offset: np.ndarray
     floor: np.ndarray
     total: np.ndarray
+    open_floor: np.ndarray  # min segment tree: a section's floor where it holds unplaced bytes (see SCAN_SECTIONS)
     cuts: np.ndarray
     scratch: np.ndarray
     mark: np.ndarray
@@ -330,6 +351,9 @@ class SearchState:
             min_offset=np.zeros(count, dtype=np.int64),
             floor=np.zeros(num_sections, dtype=np.int64),
             total=total,
+            # Every floor starts at 0: a node of the min tree is 0 where some leaf below it holds
+            # unplaced bytes, which is where the max tree of those bytes is above 0.
+            open_floor=np.where(total > 0, 0, INFINITY) if num_sections > SCAN_SECTIONS else np.zeros(1, np.int64),
             cuts=np.cumsum(crossings)[:num_sections],
             scratch=np.zeros(num_sections, dtype=np.int64),
             mark=np.zeros(num_sections, dtype=np.int64),
@@ -452,9 +476,9 @@ def _scope(frame, piece, frames, num_sections):
 @njit(cache=True)
 def _lowest_top(start_ptr, by_start, size, offset, min_offset, lo, hi):
     """The lowest top (minimum offset + size) of the unplaced buffers starting in sections
-    ``lo .. hi - 1``; ``_INFINITY`` when all are placed. No buffer may be placed at or above it,
+    ``lo .. hi - 1``; ``INFINITY`` when all are placed. No buffer may be placed at or above it,
     since it could go below that buffer instead (MiniMalloc's dominance rule)."""
-    lowest = _INFINITY
+    lowest = INFINITY
     for position in range(start_ptr[lo], start_ptr[hi]):
         buffer = by_start[position]
         if offset[buffer] < 0:
@@ -589,8 +613,8 @@ def _next_candidate(start_ptr, by_start, rank, offset, min_offset, level, depth,
     key_offset = level[_KEY_OFFSET, depth]
     key_rank = level[_KEY_RANK, depth]
     chosen = -1
-    chosen_offset = _INFINITY
-    chosen_rank = _INFINITY
+    chosen_offset = INFINITY
+    chosen_rank = INFINITY
     for position in range(start_ptr[lo], start_ptr[hi]):
         buffer = by_start[position]
         if offset[buffer] < 0:
@@ -666,14 +690,23 @@ def _lift_floors(member_ptr, member_idx, offset, min_offset, floor, scratch, sec
     new top."""
     for index in range(affected):
         section = scratch[index]
-        lowest = _INFINITY
+        lowest = INFINITY
         for position in range(member_ptr[section], member_ptr[section + 1]):
             other = member_idx[position]
             if offset[other] < 0 and min_offset[other] < lowest:
                 lowest = min_offset[other]
-        if lowest != _INFINITY and floor[section] < lowest:
+        if lowest != INFINITY and floor[section] < lowest:
             section_top = _set_floor(floor, section_trail, section_top, section, lowest)
     return section_top
+
+
+@njit(cache=True)
+def _refresh_open_floors(open_floor, floor, total, section_trail, trail_from, trail_to):
+    """Bring ``open_floor`` up to date where a placement (or its undoing) changed floors: the
+    sections on the section trail from ``trail_from`` to ``trail_to``, the placed buffer's (whose
+    unplaced bytes changed too) among them."""
+    for position in range(trail_from, trail_to):
+        set_open_floor(open_floor, floor, total, section_trail[0, position])
 
 
 @njit(cache=True)
@@ -727,143 +760,8 @@ def _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, 
 
 
 @njit(cache=True)
-def _unschedulable_section(member_ptr, member_idx, size, alignment, capacity, offset, min_offset, floor, rank, mark,
-                           stamp, key_offset, key_rank, release, length, lo, hi):  # fmt: skip
-    """Schedule inference: a section in scope that this placement may have changed and that can
-    no longer hold its unplaced buffers (see :func:`_schedulable`), or -1. A section changed when an
-    unplaced buffer in it was raised (``mark`` is ``stamp``) or when its floor is not above
-    ``key_offset`` (the canonical order now keeps its buffers above the last placement); the
-    others are as they were at the parent, which passed (a section the placed buffer lives in
-    and none was raised in lost a buffer and kept its starts: it passes as before)."""
-    for section in range(lo, hi):
-        if floor[section] > key_offset and mark[section] != stamp:
-            continue
-        if not _schedulable(member_ptr, member_idx, size, alignment, capacity, offset, min_offset, floor, rank,
-                            key_offset, key_rank, release, length, section):  # fmt: skip
-            return section
-    return -1
-
-
-@njit(cache=True)
-def _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest,
-                         offset, min_offset, floor, total, rank, capacity, key_offset, key_rank, reach, lo,
-                         hi):  # fmt: skip
-    """Cover inference: a section in scope with fewer bytes to spare than the smallest buffer
-    (its floor plus its unplaced bytes leave less than ``smallest`` below the capacity) has a
-    lowest unplaced buffer starting within that slack of its floor, and no other unplaced
-    buffer of the section starts there. In a run of sections at one floor, two such lowest
-    buffers cannot overlap in time: the upper one would start at least the lower one's size,
-    more than any such slack, above the floor. So the tight sections of each run must be covered
-    by pairwise disjoint buffers that may start within the slack (their minimum offset, or just
-    above the last placement when the canonical order has left them behind, is no higher): an
-    interval cover on a line, decided left to right. Per-section inference sees each section
-    alone, and passes a run where every section has a candidate but no set of disjoint ones
-    covers them all. A candidate is checked against the slack of the section its span (cut to
-    the run) begins in, or the largest slack of the run, which only weakens the check. Returns
-    the section of a run where no cover reaches past, or -1."""
-    half = total.shape[0] // 2
-    start = lo
-    while start < hi:
-        level = floor[start]
-        end = start
-        loosest = -1  # the largest slack of a tight section in the run
-        while end < hi and floor[end] == level:
-            slack = capacity - level - total[half + end]
-            if total[half + end] > 0 and slack < smallest and slack > loosest:
-                loosest = slack
-            end += 1
-        if loosest >= 0:
-            for section in range(start, end + 1):
-                reach[section] = False
-            reach[start] = True
-            for section in range(start, end):
-                if not reach[section]:
-                    continue
-                slack = capacity - level - total[half + section]
-                tight = total[half + section] > 0 and slack < smallest
-                if not tight:
-                    reach[section + 1] = True  # may stay uncovered
-                    slack = loosest
-                # Buffers that may start within the slack and whose span, cut to the run, begins here.
-                if section == start:
-                    begin, stop, buffers = member_ptr[section], member_ptr[section + 1], member_idx
-                else:
-                    begin, stop, buffers = start_ptr[section], start_ptr[section + 1], by_start
-                for position in range(begin, stop):
-                    other = buffers[position]
-                    if offset[other] >= 0:
-                        continue
-                    if _lowest_start(other, min_offset, rank, key_offset, key_rank, alignment) <= level + slack:
-                        reach[min(section_hi[other], end)] = True
-            if not reach[end]:
-                # Blame the section where coverage broke off: the last one reached, tight.
-                broke = start
-                while reach[broke + 1]:
-                    broke += 1
-                return broke
-        start = end
-    return -1
-
-
-@njit(cache=True)
-def _lowest_start(other, min_offset, rank, key_offset, key_rank, alignment):
-    """The lowest offset an unplaced buffer can still take: its minimum offset, or just above the
-    last placement (``key_offset``, ``key_rank``) when the canonical order has left it behind."""
-    start = min_offset[other]
-    if start < key_offset or (start == key_offset and rank[other] < key_rank):
-        return key_offset + alignment
-    return start
-
-
-@njit(cache=True)
-def _schedulable(member_ptr, member_idx, size, alignment, capacity, offset, min_offset, floor, rank, key_offset,
-                 key_rank, release, length, section):  # fmt: skip
-    """Whether the unplaced buffers of ``section`` fit between its floor and the capacity, each
-    starting no lower than it still can: its minimum offset, or just above the last placement
-    (``key_offset``, ``key_rank``) when the canonical order has left it behind (it must be
-    raised by a later placement, which comes at ``key_offset`` or above).
-
-    Within one section every pair of buffers overlaps in time, so their offsets are disjoint
-    intervals: a one-machine schedule with release dates (the lowest starts) and a common
-    deadline (the capacity). Taking them in order of release date and stacking each as low as
-    it may go is optimal there (Jackson's rule; the makespan is the largest, over each release
-    date h, of h plus the sizes released at h or later), so this is the exact answer for the
-    section on its own: it counts the bytes left empty below buffers that cannot start lower,
-    where section inference counts only the buffers' total above the lowest start. Alignment
-    is left out (each start rounded down to what it can be), which only weakens it."""
-    count = 0
-    total = 0
-    latest = 0
-    for position in range(member_ptr[section], member_ptr[section + 1]):
-        other = member_idx[position]
-        if offset[other] >= 0:
-            continue
-        start = _lowest_start(other, min_offset, rank, key_offset, key_rank, alignment)
-        release[count] = start
-        length[count] = size[other]
-        count += 1
-        total += size[other]
-        latest = max(latest, start)
-    if latest + total <= capacity:  # even the latest start leaves room for all of them
-        return True
-    for index in range(1, count):  # insertion sort by release date: a section holds few buffers
-        start, bytes_ = release[index], length[index]
-        at = index
-        while at > 0 and release[at - 1] > start:
-            release[at] = release[at - 1]
-            length[at] = length[at - 1]
-            at -= 1
-        release[at] = start
-        length[at] = bytes_
-    top = floor[section]
-    for index in range(count):
-        top = max(top, release[index]) + length[index]
-    return top <= capacity
-
-
-@njit(cache=True)
-def _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts, level, offset_trail, offset_top,
-          section_trail, section_top, depth):  # fmt: skip
+def _undo(size, section_lo, section_hi, offset, min_offset, floor, total, open_floor, cuts, level, offset_trail,
+          offset_top, section_trail, section_top, depth):  # fmt: skip
     """Take back the placement made at ``depth``: floors, totals, cuts and minimum offsets as
     they were before it. Returns the trails' tops from before it."""
     buffer = level[_BUFFER, depth]
@@ -873,6 +771,8 @@ def _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts, 
     for section in range(section_lo[buffer], section_hi[buffer]):
         total[half + section] += size[buffer]
     _refresh(total, section_lo[buffer], section_hi[buffer])
+    if open_floor.shape[0] == total.shape[0]:  # the tree is kept (see SCAN_SECTIONS)
+        _refresh_open_floors(open_floor, floor, total, section_trail, level[_SECTION_MARK, depth], section_top)
     for section in range(section_lo[buffer], section_hi[buffer] - 1):
         cuts[section] += 1
     for position in range(offset_top - 1, level[_OFFSET_MARK, depth] - 1, -1):
@@ -931,8 +831,8 @@ def _search(problem, state, budget):
     TRAIL_FULL (a trail needs more room before the next placement)."""
     (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, width,
      letters, first_rank, jitter, capacity, alignment, backjump) = problem  # fmt: skip
-    (offset, min_offset, floor, total, cuts, scratch, mark, level, frame, piece, offset_trail, section_trail, rank,
-     rank_trail, placed_at, conflict, ctl) = state  # fmt: skip
+    (offset, min_offset, floor, total, open_floor, cuts, scratch, mark, level, frame, piece, offset_trail,
+     section_trail, rank, rank_trail, placed_at, conflict, ctl) = state  # fmt: skip
     count = size.shape[0]
     num_sections = floor.shape[0]
     depth = ctl[_DEPTH]
@@ -942,9 +842,14 @@ def _search(problem, state, budget):
     section_top = ctl[_SECTION_TOP]
     stamp = ctl[_STAMP]
     rank_top = ctl[_RANK_TOP]
-    release = np.empty(count, dtype=np.int64)  # scratch for _schedulable
+    release = np.empty(count, dtype=np.int64)  # scratch for schedule inference
     length = np.empty(count, dtype=np.int64)
-    reach = np.empty(num_sections + 1, dtype=np.bool_)  # scratch for _uncoverable_section
+    reach = np.empty(num_sections + 1, dtype=np.bool_)  # scratch for cover inference
+    listed = np.empty(num_sections, dtype=np.int64)  # sections a placement may have changed (changed_sections)
+    spare = np.empty(num_sections, dtype=np.int64)
+    changed = np.empty(num_sections, dtype=np.int64)
+    seen = np.zeros(num_sections, dtype=np.int64)  # marks of cover_seeds (stamps start at 1)
+    incremental = open_floor.shape[0] == total.shape[0]  # see SCAN_SECTIONS
     smallest = size.min() if count else 1  # below this slack a section's lowest buffer is alone there
     spent = 0
     status = 0
@@ -966,7 +871,7 @@ def _search(problem, state, budget):
             while True:
                 lo, hi = _scope(frame, piece, frames, num_sections)
                 lowest_top = _lowest_top(start_ptr, by_start, size, offset, min_offset, lo, hi)
-                if lowest_top == _INFINITY:  # this piece is solved: on to the next one
+                if lowest_top == INFINITY:  # this piece is solved: on to the next one
                     frames = _finish_piece(frame, frames, depth)
                 elif _new_cuts(section_lo, section_hi, cuts, level, depth, lo, hi) > 0:
                     frames = _open_split(start_ptr, by_start, offset, cuts, frame, piece, frames, depth, lo, hi)
@@ -1001,16 +906,16 @@ def _search(problem, state, budget):
                     while depth > frame[_BASE, frames - 1]:
                         depth -= 1
                         offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor,
-                                                        total, cuts, level, offset_trail, offset_top, section_trail,
-                                                        section_top, depth)  # fmt: skip
+                                                        total, open_floor, cuts, level, offset_trail, offset_top,
+                                                        section_trail, section_top, depth)  # fmt: skip
                     frames -= 1
                 if depth == 0:
                     status = GAVE_UP if backjump else EXHAUSTED
                     break
                 depth -= 1
-                offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts,
-                                                level, offset_trail, offset_top, section_trail, section_top,
-                                                depth)  # fmt: skip
+                offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor, total,
+                                                open_floor, cuts, level, offset_trail, offset_top, section_trail,
+                                                section_top, depth)  # fmt: skip
                 # The orders given to pieces opened below this depth go with them.
                 rank_top = _restore_ranks(rank, rank_trail, rank_top, level[_RANK_MARK, depth + 1])
                 if depth <= target:
@@ -1040,6 +945,8 @@ def _search(problem, state, budget):
                                       section_top, chosen)  # fmt: skip
         section_top = _lift_floors(member_ptr, member_idx, offset, min_offset, floor, scratch, section_trail,
                                    section_top, affected)  # fmt: skip
+        if incremental:
+            _refresh_open_floors(open_floor, floor, total, section_trail, level[_SECTION_MARK, depth], section_top)
         # Raised nobody: every unplaced neighbour already starts above it, so in any completion it
         # could sit where it is now; if no packing follows, none follows any later candidate here.
         level[_LAST_ALONE, depth] = offset_top == level[_OFFSET_MARK, depth]
@@ -1049,13 +956,25 @@ def _search(problem, state, budget):
             failing = _overflowing_section(section_lo, section_hi, capacity, floor, total, scratch, chosen,
                                            chosen_offset, affected, lo, hi)  # fmt: skip
             if failing < 0:
-                failing = _unschedulable_section(member_ptr, member_idx, size, alignment, capacity, offset,
-                                                 min_offset, floor, rank, mark, stamp, chosen_offset, chosen_rank,
-                                                 release, length, lo, hi)  # fmt: skip
-            if failing < 0:
-                failing = _uncoverable_section(section_lo, section_hi, member_ptr, member_idx, by_start, start_ptr,
-                                               alignment, smallest, offset, min_offset, floor, total, rank, capacity,
-                                               chosen_offset, chosen_rank, reach, lo, hi)  # fmt: skip
+                checked, listed_count = changed_sections(open_floor, incremental, floor, mark, stamp, scratch, affected,
+                                                         lo, hi, chosen_offset, listed, spare, changed)  # fmt: skip
+                failing = unschedulable_section(member_ptr, member_idx, size, alignment, capacity, offset, min_offset,
+                                                floor, rank, chosen_offset, chosen_rank, release, length, changed,
+                                                checked)  # fmt: skip
+            if failing < 0 and (
+                not incremental or depth == 0 or (frames > 0 and frame[_PIECE_START, frames - 1] == depth)
+            ):
+                # A new scope: its runs of sections may differ from the parent's, so all are checked.
+                failing = uncoverable_section(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment,
+                                              smallest, offset, min_offset, floor, total, rank, capacity,
+                                              chosen_offset, chosen_rank, reach, lo, hi)  # fmt: skip
+            elif failing < 0:
+                seeds = cover_seeds(section_trail, level[_SECTION_MARK, depth], section_top, scratch, affected, listed,
+                                    listed_count, floor, level[_KEY_OFFSET, depth - 1], smallest, lo, hi, seen, stamp,
+                                    spare)  # fmt: skip
+                failing = uncoverable_near(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest,
+                                           offset, min_offset, floor, total, rank, capacity, chosen_offset,
+                                           chosen_rank, reach, spare, seeds, lo, hi)  # fmt: skip
         if failing == -1:
             placed_at[chosen] = depth
             depth += 1
@@ -1064,9 +983,9 @@ def _search(problem, state, budget):
             if backjump:
                 _blame(neighbour_ptr, neighbour_idx, member_ptr, member_idx, offset, placed_at, conflict, depth,
                        chosen, failing)  # fmt: skip
-            offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor, total, cuts,
-                                            level, offset_trail, offset_top, section_trail, section_top,
-                                            depth)  # fmt: skip
+            offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor, total,
+                                            open_floor, cuts, level, offset_trail, offset_top, section_trail,
+                                            section_top, depth)  # fmt: skip
 
     ctl[_DEPTH] = depth
     ctl[_PHASE] = phase
