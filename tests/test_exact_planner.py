@@ -213,7 +213,7 @@ def test_schedule_inference_is_exact_for_one_section():
             for order in itertools.permutations(range(count))
         )
         member_ptr = np.array([0, count], dtype=np.int64)
-        fits = schedulable(member_ptr, np.arange(count, dtype=np.int64), size, 1, capacity,
+        fits = schedulable(member_ptr, np.arange(count, dtype=np.int64), size, np.ones(count, np.int64), capacity,
                             np.full(count, -1, dtype=np.int64), release, floor, np.arange(count, dtype=np.int64),
                             -1, -1, np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64), 0)  # fmt: skip
         assert fits == (best_top <= capacity), (release, size, floor, capacity)
@@ -480,8 +480,9 @@ def test_cover_inference_is_exact_for_one_run_of_sections():
         total = np.zeros(2 * half, dtype=np.int64)
         total[half : half + sections] = unplaced
         buffers = np.arange(count, dtype=np.int64)
-        # Alignment 1 and a smallest buffer of 1 byte: only sections with no byte to spare are tight.
-        failing = uncoverable_section(section_hi, member_ptr, member_idx, buffers, start_ptr, 1, 1,
+        # A lift of 1 and a smallest buffer of 1 byte: only sections with no byte to spare are tight.
+        lift = np.ones(count, dtype=np.int64)
+        failing = uncoverable_section(section_hi, member_ptr, member_idx, buffers, start_ptr, lift, 1,
                                        np.full(count, -1, dtype=np.int64), min_offset,
                                        np.zeros(sections, dtype=np.int64), total, buffers, capacity, -1, -1,
                                        np.empty(sections + 1, dtype=np.bool_), 0, sections)  # fmt: skip
@@ -517,3 +518,14 @@ def test_checking_only_the_changed_sections_decides_like_scanning_them_all(monke
             state = SearchState(part, instance.capacity, order, 1, jitter, backjump)
             runs.append((state.run(20_000), state.steps, state.progress.ctl[:].tolist(), state.offsets().tolist()))
         assert runs[0] == runs[1], order
+
+
+def test_a_buffer_left_behind_must_rise_by_its_smallest_neighbour():
+    """The lift (how far above the last placement a buffer the canonical order left behind must
+    start) is the smallest size, aligned, among the buffers overlapping it in time: 5 and 64 live
+    together, 3 alone after them (nothing can raise it: more than any capacity)."""
+    first, last, size = np.array([0, 0, 2]), np.array([1, 1, 2]), np.array([5, 64, 3])
+    part = build_partition(np.arange(3), first, last, size)
+    assert part.lift(1).tolist()[:2] == [64, 5]
+    assert part.lift(4).tolist()[:2] == [64, 8]
+    assert part.lift(1)[2] > 2**60

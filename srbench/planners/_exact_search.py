@@ -36,8 +36,9 @@ arrays so that numba can compile it:
   order below is searched (the classic symmetry breaking of identical items in packing).
 * **Schedule inference.** Within one section every pair of buffers overlaps in time, so the
   unplaced ones there stack one above another, each no lower than it may still start: its
-  minimum offset, or just above the last placement when the canonical order has left it behind
-  (it must be raised by a later placement). That is a one-machine schedule with release dates
+  minimum offset, or, when the canonical order has left it behind, the last placement's offset
+  plus its smallest neighbour (it must be raised by a later placement, which comes at that
+  offset or above, by a neighbour's size at least). That is a one-machine schedule with release dates
   and a common deadline, the capacity, and stacking them in order of release date is optimal
   (Jackson's rule), so the check is exact for each section on its own. It counts the bytes left
   empty below buffers that cannot start lower, which section inference (their total above the
@@ -136,6 +137,7 @@ PREORDERINGS = ("WAT", "TAW", "TWA")
 # a packing first varies from instance to instance: the two alternate.
 SWEEP_ORDERS = ("SWA", "EWA", "STA", "ETA", "SAT", "EAT", "SWT", "EWT")
 _LETTERS = "WATZSE"  # the keys a static order may use, by code
+_INFINITY_SIZE = 1 << 61  # beyond any capacity the search is given (SEARCH_LIMIT_BYTES), and summable
 # Partitions of more sections than this keep a tree of the floors (Progress.open_floor) so that
 # schedule and cover inference look only at the sections a placement changed; in smaller ones a
 # scan of the scope costs less than keeping the tree (on generated instances of 150-500 buffers,
@@ -169,6 +171,15 @@ class Partition:
     @property
     def lower_bound(self) -> int:
         return int(self.section_total.max()) if self.section_total.size else 0
+
+    def lift(self, alignment: int) -> np.ndarray:
+        """How far above the last placement a buffer the canonical order left behind must start,
+        at least: the smallest of its neighbours' sizes, aligned (see ``lowest_start``); more
+        than the capacity for a buffer with no neighbour, which nothing can raise."""
+        sizes = np.append(self.size[self.neighbour_idx], _INFINITY_SIZE)
+        smallest = np.minimum.reduceat(sizes, np.minimum(self.neighbour_ptr[:-1], sizes.shape[0] - 1))
+        smallest[self.neighbour_ptr[:-1] == self.neighbour_ptr[1:]] = _INFINITY_SIZE
+        return -(-smallest // alignment) * alignment
 
     @cached_property
     def largest_total(self) -> np.ndarray:
@@ -269,6 +280,7 @@ class Problem(NamedTuple):
     letters: np.ndarray  # the static order's keys, most significant first (_LETTERS codes)
     first_rank: np.ndarray  # each buffer's rank in the static order over the whole partition
     jitter: np.ndarray  # factors the order's keys are scaled by (all 1 but in randomised orders)
+    lift: np.ndarray  # how far above the last placement a buffer left behind must start (Partition.lift)
     capacity: int
     alignment: int
     backjump: bool  # conflict-directed backjumping: faster to a packing, proves nothing
@@ -332,6 +344,7 @@ class SearchState:
             letters=np.array([_LETTERS.index(letter) for letter in heuristic], dtype=np.int64),
             first_rank=partition.preorder_rank(heuristic, jitter),
             jitter=jitter,
+            lift=partition.lift(alignment),
             capacity=capacity,
             alignment=alignment,
             backjump=backjump,
@@ -830,7 +843,7 @@ def _search(problem, state, budget):
     placements tried) from where ``state`` left off: FOUND, EXHAUSTED, BUDGET_SPENT, or
     TRAIL_FULL (a trail needs more room before the next placement)."""
     (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, width,
-     letters, first_rank, jitter, capacity, alignment, backjump) = problem  # fmt: skip
+     letters, first_rank, jitter, lift, capacity, alignment, backjump) = problem  # fmt: skip
     (offset, min_offset, floor, total, open_floor, cuts, scratch, mark, level, frame, piece, offset_trail,
      section_trail, rank, rank_trail, placed_at, conflict, ctl) = state  # fmt: skip
     count = size.shape[0]
@@ -958,21 +971,21 @@ def _search(problem, state, budget):
             if failing < 0:
                 checked, listed_count = changed_sections(open_floor, incremental, floor, mark, stamp, scratch, affected,
                                                          lo, hi, chosen_offset, listed, spare, changed)  # fmt: skip
-                failing = unschedulable_section(member_ptr, member_idx, size, alignment, capacity, offset, min_offset,
+                failing = unschedulable_section(member_ptr, member_idx, size, lift, capacity, offset, min_offset,
                                                 floor, rank, chosen_offset, chosen_rank, release, length, changed,
                                                 checked)  # fmt: skip
             if failing < 0 and (
                 not incremental or depth == 0 or (frames > 0 and frame[_PIECE_START, frames - 1] == depth)
             ):
                 # A new scope: its runs of sections may differ from the parent's, so all are checked.
-                failing = uncoverable_section(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment,
+                failing = uncoverable_section(section_hi, member_ptr, member_idx, by_start, start_ptr, lift,
                                               smallest, offset, min_offset, floor, total, rank, capacity,
                                               chosen_offset, chosen_rank, reach, lo, hi)  # fmt: skip
             elif failing < 0:
                 seeds = cover_seeds(section_trail, level[_SECTION_MARK, depth], section_top, scratch, affected, listed,
                                     listed_count, floor, level[_KEY_OFFSET, depth - 1], smallest, lo, hi, seen, stamp,
                                     spare)  # fmt: skip
-                failing = uncoverable_near(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest,
+                failing = uncoverable_near(section_hi, member_ptr, member_idx, by_start, start_ptr, lift, smallest,
                                            offset, min_offset, floor, total, rank, capacity, chosen_offset,
                                            chosen_rank, reach, spare, seeds, lo, hi)  # fmt: skip
         if failing == -1:

@@ -27,14 +27,19 @@ INFINITY = np.iinfo(np.int64).max // 4
 
 
 @njit(cache=True)
-def lowest_start(min_offset, rank, key_offset, key_rank, alignment):
+def lowest_start(min_offset, rank, key_offset, key_rank, lift):
     """The lowest offset an unplaced buffer of minimum offset ``min_offset`` and rank ``rank``
-    can still take: that offset, or just above the last placement (``key_offset``,
-    ``key_rank``) when the canonical order has left the buffer behind. Scalars only: a numba
-    function taking arrays is not inlined, and a call per buffer in schedule inference's loop,
-    taking the arrays, made the search at 10,000 tensors a third slower (2.30 -> 2.75 s)."""
+    can still take: that offset, or, when the canonical order has left the buffer behind (it
+    comes before the last placement, ``key_offset`` and ``key_rank``), ``lift`` above the last
+    placement. Such a buffer can be placed only once a later placement raises it, and later
+    placements come at ``key_offset`` or above: one of its unplaced neighbours in time, placed
+    there, lifts it to that offset plus the neighbour's size (aligned) at least. So ``lift`` is
+    the smallest (aligned) size among the buffer's neighbours; it was the alignment, which on
+    instances of 1-byte alignment and sizes in multiples of 1 KiB said nothing. Scalars only: a
+    numba function taking arrays is not inlined, and a call per buffer in schedule inference's
+    loop, taking the arrays, made the search at 10,000 tensors a third slower (2.30 -> 2.75 s)."""
     if min_offset < key_offset or (min_offset == key_offset and rank < key_rank):
-        return key_offset + alignment
+        return key_offset + lift
     return min_offset
 
 
@@ -133,12 +138,12 @@ def changed_sections(open_floor, incremental, floor, mark, stamp, scratch, affec
 
 
 @njit(cache=True)
-def schedulable(member_ptr, member_idx, size, alignment, capacity, offset, min_offset, floor, rank, key_offset,
+def schedulable(member_ptr, member_idx, size, lift, capacity, offset, min_offset, floor, rank, key_offset,
                 key_rank, release, length, section):  # fmt: skip
     """Whether the unplaced buffers of ``section`` fit between its floor and the capacity, each
-    starting no lower than it still can: its minimum offset, or just above the last placement
-    (``key_offset``, ``key_rank``) when the canonical order has left it behind (it must be
-    raised by a later placement, which comes at ``key_offset`` or above).
+    starting no lower than it still can: its minimum offset, or its ``lift`` above the last
+    placement (``key_offset``, ``key_rank``) when the canonical order has left it behind (it
+    must be raised by a later placement, see :func:`lowest_start`).
 
     Within one section every pair of buffers overlaps in time, so their offsets are disjoint
     intervals: a one-machine schedule with release dates (the lowest starts) and a common
@@ -155,7 +160,7 @@ def schedulable(member_ptr, member_idx, size, alignment, capacity, offset, min_o
         other = member_idx[position]
         if offset[other] >= 0:
             continue
-        start = lowest_start(min_offset[other], rank[other], key_offset, key_rank, alignment)
+        start = lowest_start(min_offset[other], rank[other], key_offset, key_rank, lift[other])
         release[count] = start
         length[count] = size[other]
         count += 1
@@ -179,7 +184,7 @@ def schedulable(member_ptr, member_idx, size, alignment, capacity, offset, min_o
 
 
 @njit(cache=True)
-def unschedulable_section(member_ptr, member_idx, size, alignment, capacity, offset, min_offset, floor, rank,
+def unschedulable_section(member_ptr, member_idx, size, lift, capacity, offset, min_offset, floor, rank,
                           key_offset, key_rank, release, length, sections, count):  # fmt: skip
     """Schedule inference: the first of ``sections[:count]`` (the ones this placement may have
     changed, :func:`changed_sections`) that can no longer hold its unplaced buffers (see
@@ -188,7 +193,7 @@ def unschedulable_section(member_ptr, member_idx, size, alignment, capacity, off
     it passes as before)."""
     for index in range(count):
         section = sections[index]
-        if not schedulable(member_ptr, member_idx, size, alignment, capacity, offset, min_offset, floor, rank,
+        if not schedulable(member_ptr, member_idx, size, lift, capacity, offset, min_offset, floor, rank,
                            key_offset, key_rank, release, length, section):  # fmt: skip
             return section
     return -1
@@ -203,7 +208,7 @@ def _tight_slack(floor, unplaced, capacity, smallest):
 
 
 @njit(cache=True)
-def _uncovered_run(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest, offset, min_offset,
+def _uncovered_run(section_hi, member_ptr, member_idx, by_start, start_ptr, lift, smallest, offset, min_offset,
                    floor, total, rank, capacity, key_offset, key_rank, reach, start, end, loosest):  # fmt: skip
     """Cover inference on the run of sections ``start .. end - 1`` (one floor), ``loosest`` the
     largest slack of its tight sections (-1: none): the section where no cover of its tight
@@ -232,7 +237,7 @@ def _uncovered_run(section_hi, member_ptr, member_idx, by_start, start_ptr, alig
             other = buffers[position]
             if offset[other] >= 0:
                 continue
-            if lowest_start(min_offset[other], rank[other], key_offset, key_rank, alignment) <= level + slack:
+            if lowest_start(min_offset[other], rank[other], key_offset, key_rank, lift[other]) <= level + slack:
                 reach[min(section_hi[other], end)] = True
     if reach[end]:
         return -1
@@ -244,7 +249,7 @@ def _uncovered_run(section_hi, member_ptr, member_idx, by_start, start_ptr, alig
 
 
 @njit(cache=True)
-def _uncovered_around(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest, offset,
+def _uncovered_around(section_hi, member_ptr, member_idx, by_start, start_ptr, lift, smallest, offset,
                       min_offset, floor, total, rank, capacity, key_offset, key_rank, reach, seed, lo,
                       hi):  # fmt: skip
     """Cover inference on the run of sections (within ``lo .. hi - 1``) holding ``seed``: the
@@ -259,14 +264,14 @@ def _uncovered_around(section_hi, member_ptr, member_idx, by_start, start_ptr, a
     while end < hi and floor[end] == floor[seed]:
         loosest = max(loosest, _tight_slack(floor[end], total[half + end], capacity, smallest))
         end += 1
-    broke = _uncovered_run(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest, offset,
+    broke = _uncovered_run(section_hi, member_ptr, member_idx, by_start, start_ptr, lift, smallest, offset,
                            min_offset, floor, total, rank, capacity, key_offset, key_rank, reach, start, end,
                            loosest)  # fmt: skip
     return broke, end
 
 
 @njit(cache=True)
-def uncoverable_section(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest,
+def uncoverable_section(section_hi, member_ptr, member_idx, by_start, start_ptr, lift, smallest,
                         offset, min_offset, floor, total, rank, capacity, key_offset, key_rank, reach, lo,
                         hi):  # fmt: skip
     """Cover inference over every run of sections in scope (``lo .. hi - 1``).
@@ -277,8 +282,8 @@ def uncoverable_section(section_hi, member_ptr, member_idx, by_start, start_ptr,
     a run of sections at one floor, two such lowest buffers cannot overlap in time: the upper one
     would start at least the lower one's size, more than any such slack, above the floor. So the
     tight sections of each run must be covered by pairwise disjoint buffers that may start within
-    the slack (their minimum offset, or just above the last placement when the canonical order
-    has left them behind, is no higher): an interval cover on a line, decided left to right.
+    the slack (their minimum offset, or their ``lift`` above the last placement when the
+    canonical order has left them behind, is no higher): an interval cover on a line, decided left to right.
     Per-section inference sees each section alone, and passes a run where every section has a
     candidate but no set of disjoint ones covers them all. A candidate is checked against the
     slack of the section its span (cut to the run) begins in, or the largest slack of the run,
@@ -287,7 +292,7 @@ def uncoverable_section(section_hi, member_ptr, member_idx, by_start, start_ptr,
     :func:`uncoverable_near` everywhere else."""
     start = lo
     while start < hi:
-        broke, start = _uncovered_around(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest,
+        broke, start = _uncovered_around(section_hi, member_ptr, member_idx, by_start, start_ptr, lift, smallest,
                                          offset, min_offset, floor, total, rank, capacity, key_offset, key_rank, reach,
                                          start, lo, hi)  # fmt: skip
         if broke >= 0:
@@ -338,7 +343,7 @@ def cover_seeds(section_trail, trail_from, trail_to, scratch, affected, listed, 
 
 
 @njit(cache=True)
-def uncoverable_near(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment, smallest, offset, min_offset,
+def uncoverable_near(section_hi, member_ptr, member_idx, by_start, start_ptr, lift, smallest, offset, min_offset,
                      floor, total, rank, capacity, key_offset, key_rank, reach, seeds, count, lo,
                      hi):  # fmt: skip
     """Cover inference (:func:`uncoverable_section`) on the runs holding ``seeds[:count]``
@@ -347,7 +352,7 @@ def uncoverable_near(section_hi, member_ptr, member_idx, by_start, start_ptr, al
     checked = lo  # the runs below this were checked
     for index in range(count):
         if seeds[index] >= checked:
-            broke, checked = _uncovered_around(section_hi, member_ptr, member_idx, by_start, start_ptr, alignment,
+            broke, checked = _uncovered_around(section_hi, member_ptr, member_idx, by_start, start_ptr, lift,
                                                smallest, offset, min_offset, floor, total, rank, capacity, key_offset,
                                                key_rank, reach, seeds[index], lo, hi)  # fmt: skip
             if broke >= 0:
