@@ -151,6 +151,8 @@ def test_an_allocation_sequence_unlike_the_recording_is_not_served():
     x = torch.randn(16, 32)
     found = find_serving(_layer_norm_call(x), {})
     assert found is not None
+    found = found.only({0}, scratch=False)  # the result only (its mean and rstd are scratch)
+    assert found is not None
     slab = torch.zeros(1 << 16, dtype=torch.uint8)
     library.arm(found.sequence(), slab.data_ptr())
     try:
@@ -170,7 +172,7 @@ def test_an_allocation_sequence_unlike_the_recording_is_not_served():
     assert other.data_ptr() != slab.data_ptr() and later.data_ptr() != slab.data_ptr()
     assert torch.equal(other, torch.layer_norm(y, (32,)))
     # a recording whose sizes before the served allocation differ from the run's: not served
-    mismatched = Serving((123, *found.sizes), (ServedResult(0, found.results[0].allocation + 1, x.numel() * 4),))
+    mismatched = Serving((123, *found.sizes), (ServedResult(0, found.results[0].allocation + 1, x.numel() * 4, 0),))
     library.arm(mismatched.sequence(), slab.data_ptr())
     try:
         again = torch.layer_norm(x, (32,))
@@ -294,3 +296,90 @@ def test_serving_is_dropped_where_it_measures_a_higher_peak():
         f"a run with fallback results served from the slab measured a peak of {peaks[0] / 1024:,.0f} KiB, "
         f"{peaks[1] / 1024:,.0f} KiB without"
     )
+
+
+SCRATCH_SEEN: list[int] = []  # where the op below found its scratch, run by run
+
+
+@torch.library.custom_op("srbench_test::scratch_then_result", mutates_args=())
+def scratch_then_result(x: torch.Tensor) -> torch.Tensor:
+    """An op as fused kernels are: scratch memory (the result's size), freed before the result
+    is allocated."""
+    scratch = x.exp()
+    SCRATCH_SEEN.append(scratch.data_ptr())
+    del scratch
+    return x * 2
+
+
+@scratch_then_result.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class Scratchy(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return scratch_then_result(x).sum(0)  # a small output: the op's step is the run's peak
+
+
+def _regions(prepared, plan):
+    """The slab byte ranges of a served plan's result and of its scratch."""
+    offsets = prepared.plan.plan.offsets
+    (result, result_bytes), *scratch = plan.served_regions
+    return (
+        range(offsets[result], offsets[result] + result_bytes),
+        [range(offsets[region], offsets[region] + nbytes) for region, nbytes in scratch],
+    )
+
+
+@needs_hook
+def test_scratch_freed_before_the_result_is_served_and_shares_the_results_slab_bytes():
+    """The recording logs frees as well as allocations, so the plan knows the op frees its
+    scratch before it allocates the result: served, the scratch lies in the slab during the op,
+    at the bytes its result takes later (the slab holds one region where it would hold two)."""
+    x = torch.randn(64, 32)
+    module = StaticModule(Scratchy().eval(), (x,), AS_PROPOSED)
+    plan = _served_plan(module, "scratch_then_result")
+    assert plan.how is RunAs.SERVED
+    # the scratch of x's size (the custom op's wrapping makes two small ones that live on)
+    (scratch,) = [served for served in plan.serves.scratch if served.nbytes == x.numel() * 4]
+    assert scratch.freed < plan.serves.results[0].allocated
+    result, regions = _regions(module.prepared, plan)
+    scratch_region = regions[plan.serves.scratch.index(scratch)]
+    assert result == scratch_region
+    assert module.prepared.slab_bytes < 2 * x.numel() * 4
+    runtime = module.runtime()
+    SCRATCH_SEEN.clear()
+    with torch.no_grad():
+        for _ in range(2):
+            assert torch.equal(runtime(x), (x * 2).sum(0))
+    slab = runtime.slab.untyped_storage()
+    assert [slab.data_ptr() + scratch_region.start] * 2 == SCRATCH_SEEN
+    # eager's scratch, as the recording saw it: not in the slab
+    scratch_then_result(x)
+    assert not slab.data_ptr() <= SCRATCH_SEEN[-1] < slab.data_ptr() + slab.nbytes()
+
+
+@needs_hook
+def test_the_fused_encoder_layer_serves_its_scratch_and_its_result_takes_freed_scratch_bytes():
+    class Summed(Encoder):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.layer(x).sum(1)  # a small output: the layer's step is the run's peak
+
+    torch.manual_seed(0)
+    model = Summed().eval()
+    inputs = (torch.randn(2, 10, 32),)
+    module = StaticModule(model, inputs, AS_PROPOSED)
+    plan = _served_plan(module, "_transformer_encoder_layer_fwd")
+    assert plan.how is RunAs.SERVED and plan.serves.scratch
+    result, scratch = _regions(module.prepared, plan)
+    freed_before = [
+        region
+        for region, served in zip(scratch, plan.serves.scratch)
+        if served.freed < plan.serves.results[0].allocated
+    ]
+    assert any(set(result) & set(region) for region in freed_before)
+    runtime = module.runtime()
+    with torch.no_grad():
+        expected = model(*inputs)
+        for _ in range(2):
+            assert torch.equal(runtime(*inputs), expected)

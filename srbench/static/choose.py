@@ -83,6 +83,14 @@ class NodePlan:
         return ()
 
     @property
+    def served_regions(self) -> tuple[tuple[str, int], ...]:
+        """The slab record and bytes of each allocation a ``SERVED`` op has served, in the order
+        it is armed with their addresses: its results, then its scratch."""
+        serving = self.serves
+        results = tuple((self.result_storages[r.result] or "", r.nbytes) for r in serving.results)
+        return results + tuple((s.id(self.node.name), s.nbytes) for s in serving.scratch)
+
+    @property
     def serves(self) -> Serving:
         """The serving of a ``SERVED`` node."""
         if self.serving is None:
@@ -250,7 +258,8 @@ class Chooser:
             and counts[storage] == 1
             and result.nbytes <= self.intermediates[storage]
         ]
-        return serving.only(kept)
+        # scratch served with one stream only: only its planner sees lifetimes within an op
+        return serving.only(kept, scratch=self.options.streams == 1)
 
     def _foldable(self, node: torch.fx.Node) -> bool:
         storages = self.analysis.outputs_of.get(node.name) or (self.analysis.storage_of.get(node.name),)

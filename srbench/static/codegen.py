@@ -468,9 +468,7 @@ class CodeWriter:
             raise ValueError(f"node {plan.node.name!r} is served but the allocator hook is missing")
         arm, disarm = self.constant(library.arm, "arm"), self.constant(library.disarm, "disarm")
         sequence = self.constant(plan.serves.sequence(), f"serve_{plan.node.name}")
-        addresses = [
-            f"{self.managed_name(plan.result_storages[result.result])}.data_ptr()" for result in plan.serves.results
-        ]
+        addresses = [f"{self.managed_name(region)}.data_ptr()" for region, _ in plan.served_regions]
         local = f"v_{plan.node.name}"
         self.locals.add(local)
         self.expr[plan.node.name] = local

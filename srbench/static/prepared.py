@@ -45,6 +45,7 @@ from srbench.static.choose import Chooser, NodePlan, RunAs, written_storages
 from srbench.static.codegen import CodeWriter, Program, ReturnedInput
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.hosting import RunBuffer, hostable, output_hosts, run_buffers
+from srbench.static.intra_op import Timeline
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import Resolution, resolve
@@ -227,11 +228,9 @@ def _managed_tensors(
     for plan in plans:
         if plan.how is RunAs.SERVED:
             # the region an allocation is served from: bytes, whatever the op makes of them
-            for served in plan.serves.results:
-                storage = plan.result_storages[served.result]
-                if storage in wanted:
-                    offset = result.plan.offsets[storage]
-                    tensors.append(ManagedTensor(storage, offset, (served.nbytes,), (1,), 0, torch.uint8))
+            for region, nbytes in plan.served_regions:
+                if region in wanted:
+                    tensors.append(ManagedTensor(region, result.plan.offsets[region], (nbytes,), (1,), 0, torch.uint8))
             continue
         if plan.how is not RunAs.OUT:
             continue
@@ -253,12 +252,17 @@ def _managed_tensors(
 
 
 def _estimated_peak(
-    plans: Sequence[NodePlan], analysis: LifetimeAnalysis, held: Callable[[Sequence[TensorUsageRecord]], list[int]]
+    plans: Sequence[NodePlan],
+    analysis: LifetimeAnalysis,
+    held: Callable[[Sequence[TensorUsageRecord]], list[int]],
+    timeline: Timeline,
 ) -> int:
-    """The most bytes a run of ``plans`` holds at one step, as the plan sees it (no scratch memory)."""
+    """The most bytes a run of ``plans`` holds at one step, as the plan sees it: the scratch of
+    ops with a serving in the slab where served, else its peak beside the slab (the scratch of
+    other ops is not known)."""
     managed = {storage for plan in plans for storage in plan.managed_storages}
-    slab = [record for record in analysis.records if record.id in managed]
-    unplanned = [record for record in analysis.records if record.id not in managed]
+    slab = [record for record in analysis.records if record.id in managed] + timeline.served_scratch(plans)
+    unplanned = [record for record in analysis.records if record.id not in managed] + timeline.eager_scratch(plans)
     return estimated_peak(held(slab), unplanned, analysis.output_records)
 
 
@@ -267,10 +271,13 @@ def _served_where_the_estimate_allows(
     plans_of: Callable[[Mapping[str, Resolution]], list[NodePlan]],
     analysis: LifetimeAnalysis,
     held: Callable[[Sequence[TensorUsageRecord]], list[int]],
-) -> tuple[dict[str, Resolution], str | None]:
-    """``resolutions`` with a serving kept (:mod:`srbench.static.serving`) only for the fallback
-    results that, taken in graph order, do not raise the run's estimated peak, and why none is
-    where the estimate leaves none. A served result's bytes stay held in the slab (whole, or in
+    timeline: Timeline,
+) -> tuple[list[dict[str, Resolution]], str | None]:
+    """The servings to try (:mod:`srbench.static.serving`): ``resolutions`` with a serving kept
+    only for the fallback results that, taken in graph order, do not raise the run's estimated
+    peak, each with its op's scratch where that estimates lower; then, where ops have scratch,
+    every result served with every op's scratch. And why none of the first is, where the
+    estimate leaves none. A served result's bytes stay held in the slab (whole, or in
     its segment) where eager frees and reuses them, so serving a result that lives across the
     run's peak can add to it (``transformer_encoder``'s four fused layers: serving the first and
     third layer's results keeps one slab region of 128 KiB, the second's too needs two, one of
@@ -278,14 +285,18 @@ def _served_where_the_estimate_allows(
     (``embedding_bag``'s bag sizes), held to the end of its segment. ``plans_of`` chooses how
     each node runs under given resolutions."""
 
-    def serving_only(kept: Collection[tuple[str, int]]) -> dict[str, Resolution]:
+    def serving_only(kept: Collection[tuple[str, int]], scratch: Collection[str]) -> dict[str, Resolution]:
         trial = {}
         for name, resolution in resolutions.items():
             served = None
             if resolution.serving is not None:
-                served = resolution.serving.only({position for node, position in kept if node == name})
+                positions = {position for node, position in kept if node == name}
+                served = resolution.serving.only(positions, scratch=name in scratch)
             trial[name] = replace(resolution, serving=served)
         return trial
+
+    def estimate(kept: Collection[tuple[str, int]], scratch: Collection[str]) -> int:
+        return _estimated_peak(plans_of(serving_only(kept, scratch)), analysis, held, timeline)
 
     candidates = [
         (plan.node.name, result.result)
@@ -294,15 +305,27 @@ def _served_where_the_estimate_allows(
         for result in plan.serving.results
     ]
     kept: list[tuple[str, int]] = []
-    best = _estimated_peak(plans_of(serving_only(kept)), analysis, held)
+    scratch: set[str] = set()  # the ops served with their scratch
+    best = estimate(kept, scratch)
     for candidate in candidates:
-        peak = _estimated_peak(plans_of(serving_only([*kept, candidate])), analysis, held)
+        node = candidate[0]
+        # with the op's scratch served too, or not: the one of the lower estimate (without where equal)
+        trials = [(estimate([*kept, candidate], scratch - {node}), scratch - {node})]
+        if node in timeline.scratch:
+            trials.append((estimate([*kept, candidate], scratch | {node}), scratch | {node}))
+        peak, chosen = min(trials, key=lambda trial: trial[0])
         if peak <= best:
             kept.append(candidate)
-            best = peak
+            scratch, best = chosen, peak
+    greedy = serving_only(kept, scratch)
+    # every result with every op's scratch, measured beside it: one op's scratch alone adds its
+    # region to a slab held whole beside the others' eager scratch (which the estimate, holding
+    # the slab by segments, does not see), while together they share one
+    everything = [serving_only(candidates, set(timeline.scratch))] if timeline.scratch and candidates else []
+    why = None
     if candidates and not kept:
-        return serving_only(kept), f"serving any of {len(candidates)} fallback result(s) would raise the estimated peak"
-    return serving_only(kept), None
+        why = f"serving any of {len(candidates)} fallback result(s) would raise the estimated peak"
+    return [greedy, *everything], why
 
 
 _Writer = TypeVar("_Writer", bound=CodeWriter)
@@ -379,8 +402,10 @@ def prepare_graph(
     a program holds at its peak, measured; where given, fallback results are served from the slab
     (:mod:`srbench.static.serving`) only if that does not raise it: a served result's bytes stay
     held in the slab where eager may have freed and reused them (``transformer_encoder``'s fused
-    layers: 1,152 KiB served, 1,024 KiB not, as eager), and where it pays cannot be told from
-    the plan alone (the scratch memory of the ops is not in it)."""
+    layers, their scratch served too: 1,152 KiB served, 1,024 KiB not, as eager: the slab holds
+    the middle layers' input and scratch while the last layer allocates the output), and where it
+    pays cannot be told from the plan alone (it does not see the scratch of unserved ops, of
+    oneDNN, of worker threads)."""
     start = time.perf_counter()
     inputs = inputs.canonical()  # the placeholders follow the keyword arguments' name order
     signature = InputSignature.of(inputs, argument_names)
@@ -422,20 +447,31 @@ def prepare_graph(
 
     steps = [node.name for node in graph.nodes]
     lazy = page_release.supported(device)  # pages of large segments given back lazily
+    serving_asked = options.serve_fallbacks and options.enable_out_variant
+
+    def plans_of(trial: Mapping[str, Resolution]) -> list[NodePlan]:
+        return Chooser(graph, trial, analysis, options, constant_nodes, device).plans()
+
+    # the slab is planned with the lifetimes within served ops (every serving found, each kept
+    # one's records among them): see srbench.static.intra_op
+    timeline = Timeline.of(steps, plans_of(resolutions) if serving_asked else ())
+
+    def planned(records: Sequence[TensorUsageRecord], planner: str) -> PlanResult | None:
+        return _plan(timeline.refine(records), planner)
 
     def slab_held(records: Sequence[TensorUsageRecord]) -> list[int]:
         """Bytes a slab of ``records`` holds at each step: whole, or in the segments cleanup
         takes and gives back (every node counted as one that runs code). An estimate, made with
         the default planner: the one asked for may take seconds a plan (``exact``), and hosting
         tries several sets of records; the slab that runs is planned with the one asked for."""
-        plan = _plan(records, DEFAULT_PLANNER)
+        plan = planned(records, DEFAULT_PLANNER)
         total = plan.plan.total_bytes if plan is not None else 0
         if plan is None or not options.cleanup_activations:
             return [total] * len(steps)
         return slab_layout(steps, records, plan.plan.offsets, total, frozenset(steps), lazy).held(steps)
 
-    def finish(options: StaticOptions) -> PreparedGraph:
-        """The program from here on: how each node runs, the plan, the code."""
+    def finish(options: StaticOptions, resolutions: Mapping[str, Resolution]) -> PreparedGraph:
+        """The program from here on under ``resolutions``: how each node runs, the plan, the code."""
         plain_plans = Chooser(graph, resolutions, analysis, options, constant_nodes, device).plans()
         reuses = dying_input_reuses(graph, plain_plans, analysis)
         # planned again with each such result in its input's storage
@@ -456,10 +492,11 @@ def prepare_graph(
             else:
                 plans = plain_plans
             managed_ids = {s for p in plans for s in p.managed_storages} - hosts - hosted
+            scratch = timeline.served_scratch(plans)
             return _Choice(
                 chosen,
                 tuple(plans),
-                tuple(r for r in chosen.records if r.id in managed_ids),
+                tuple(r for r in chosen.records if r.id in managed_ids) + tuple(scratch),
                 tuple(r for r in chosen.output_records if r.id in managed_ids),
                 hosting,
                 run_buffers(plans, hosting) if hosting.plans else (),
@@ -470,6 +507,8 @@ def prepare_graph(
             anyway, where the estimated peak of a run falls (:mod:`srbench.memory.hosting`)."""
             if options.manage_output_tensors or not options.enable_out_variant or not single.slab_records:
                 return single
+            if any(plan.serving is not None and plan.serving.scratch for plan in single.plans):
+                return single  # hosting plans on whole steps, where served scratch overlaps results
             outputs = single.analysis.output_records
             probe = Chooser(
                 graph,
@@ -551,7 +590,7 @@ def prepare_graph(
 
         def one_stream(choice: _Choice, **streams: Any) -> PreparedGraph:
             choice = with_hosting(choice)
-            plan = _plan(choice.slab_records, options.planner)
+            plan = planned(choice.slab_records, options.planner)
             if choice.hosting.plans:
                 outputs = choice.analysis.output_records
                 validate_hosting(choice.slab_records, plan.plan if plan else None, outputs, choice.hosting)
@@ -596,23 +635,24 @@ def prepare_graph(
         )
 
     unserved_reason = None
-    if options.serve_fallbacks and options.enable_out_variant:
-        resolutions, unserved_reason = _served_where_the_estimate_allows(
-            resolutions,
-            lambda trial: Chooser(graph, trial, analysis, options, constant_nodes, device).plans(),
-            analysis,
-            slab_held,
+    trials = [resolutions]
+    if serving_asked:
+        trials, unserved_reason = _served_where_the_estimate_allows(
+            resolutions, plans_of, analysis, slab_held, timeline
         )
-    prepared = finish(options)
-    if not any(plan.how is RunAs.SERVED for plan in prepared.plans):
-        serving_asked = options.serve_fallbacks and options.enable_out_variant
+    finished = [finish(options, trial) for trial in trials[: 1 if measure_peak is None else None]]
+    served = [prepared for prepared in finished if any(plan.how is RunAs.SERVED for plan in prepared.plans)]
+    if not served:
+        prepared = finished[0]
         return replace(prepared, unserved=unserved_reason or unavailable_reason()) if serving_asked else prepared
     if measure_peak is None:
-        return prepared
-    unserved = finish(replace(options, serve_fallbacks=False))
-    with_serving, without = measure_peak(prepared), measure_peak(unserved)
+        return served[0]
+    unserved = finish(replace(options, serve_fallbacks=False), resolutions)
+    without = measure_peak(unserved)
+    # the lowest measured peak; where equal, the first (the estimate's choice)
+    with_serving, best = min(((measure_peak(prepared), index) for index, prepared in enumerate(served)))
     if with_serving <= without:
-        return prepared
+        return served[best]
     reason = (
         f"a run with fallback results served from the slab measured a peak of {with_serving / 1024:,.0f} KiB, "
         f"{without / 1024:,.0f} KiB without"

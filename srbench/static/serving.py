@@ -9,8 +9,11 @@ the slab addresses planned for them, and delegates every other allocation. No li
 hook on CPU (see the C++ file), so it is written here.
 
 What to serve is found at prepare time (:func:`find_serving`): one call of the op records the
-sizes of the calling thread's allocations and which of them became each result; a second call,
-armed with addresses in a probe buffer, must land every such result there, or the op is not served.
+calling thread's allocations and frees, which of the allocations became each result, and which
+the op freed before returning (its scratch, with the events that allocate and free it, so the
+plan can give the results bytes of scratch freed before them: :mod:`srbench.static.intra_op`);
+a second call, armed with addresses in a probe buffer, must land every result there, or the op is
+not served.
 At run time an allocation whose size differs from the recording disarms the thread (the op took
 another path): its results are then allocated as in eager, correct but unmanaged.
 
@@ -34,40 +37,84 @@ from srbench.memory.records import align_up
 from srbench.static.calls import Call, invoke
 
 _SOURCE = Path(__file__).parent / "csrc" / "slab_serving.cpp"
-MAX_SERVED = 8  # results one op can have served (kMaxServed in the C++ source)
+MAX_SERVED = 1024  # allocations one op can have served (kMaxServed in the C++ source)
 
 
 @dataclass(frozen=True)
 class ServedResult:
     """One result of an op served from the slab: its position among the op's results, the index
-    of the allocation (on the calling thread, during the op) that becomes it, and its bytes."""
+    of the allocation (on the calling thread, during the op) that becomes it, its bytes, and the
+    event of the op's recording (allocations and frees, in order) at which it is allocated."""
 
     result: int
     allocation: int
     nbytes: int
+    allocated: int
+
+
+@dataclass(frozen=True)
+class ServedScratch:
+    """An allocation of the calling thread that the op frees before it returns (its scratch),
+    served from the slab so the plan can lay the op's results over scratch freed before them, as
+    eager's allocator reuses it: the allocation's index and bytes, and the events of the op's
+    recording at which it is allocated and freed (its lifetime within the op)."""
+
+    allocation: int
+    nbytes: int
+    allocated: int
+    freed: int
+
+    def id(self, node: str) -> str:
+        """The slab record of this scratch of ``node``."""
+        return f"{node}__scratch{self.allocation}"
 
 
 @dataclass(frozen=True)
 class Serving:
     """What to serve of one op's allocations: ``sizes`` of its allocations up to the last one
-    served, in order, and the ``results`` served."""
+    served, in order, the ``results`` and the ``scratch`` served, and the number of ``events``
+    (allocations and frees) of the op's recording, the sub-steps of the op's time in the plan."""
 
     sizes: tuple[int, ...]
     results: tuple[ServedResult, ...]
+    scratch: tuple[ServedScratch, ...] = ()
+    events: int = 1
 
-    def only(self, positions: Collection[int]) -> Serving | None:
-        """This serving with only the results at ``positions`` (``None`` if none is left)."""
+    def only(self, positions: Collection[int], *, scratch: bool = True) -> Serving | None:
+        """This serving with only the results at ``positions`` (``None`` if none is left), and its
+        scratch only with ``scratch``."""
         results = tuple(result for result in self.results if result.result in positions)
         if not results:
             return None
-        return Serving(self.sizes[: max(result.allocation for result in results) + 1], results)
+        kept = self.scratch if scratch else ()
+        served: tuple[ServedResult | ServedScratch, ...] = (*results, *kept)
+        last = max(allocation.allocation for allocation in served)
+        return Serving(self.sizes[: last + 1], results, kept, self.events)
+
+    def peak_scratch(self) -> int:
+        """The most bytes of its scratch the op holds at once (what eager's allocator holds for it)."""
+        changes = sorted(
+            [(served.allocated, served.nbytes) for served in self.scratch]
+            + [(served.freed, -served.nbytes) for served in self.scratch]
+        )
+        live = peak = 0
+        for _, change in changes:
+            live += change
+            peak = max(peak, live)
+        return peak
 
     def sequence(self) -> Any:
-        """The extension's handle for this serving (what the generated code arms with)."""
+        """The extension's handle for this serving (what the generated code arms with: the
+        address of each result, then of each scratch allocation)."""
         library = serving_library()
         if library is None:
             raise RuntimeError(f"fallback results cannot be served: {unavailable_reason()}")
-        return library.sequence(self.sizes, tuple(result.allocation for result in self.results))
+        served = tuple(allocation.allocation for allocation in self.allocations())
+        return library.sequence(self.sizes, served)
+
+    def allocations(self) -> tuple[ServedResult | ServedScratch, ...]:
+        """The allocations served, in the order they are armed: the results, then the scratch."""
+        return (*self.results, *self.scratch)
 
 
 @functools.cache
@@ -121,22 +168,33 @@ def find_serving(call: Call, env: Mapping[str, Any]) -> Serving | None:
         results = _results(invoke(call, env))
     finally:
         log = library.recorded()
-    # address -> the last allocation there (earlier ones there were freed before it)
-    last = {address: index for index, (_, address) in enumerate(log)}
+    opened: dict[int, tuple[int, int]] = {}  # address -> (allocation index, event) not yet freed
+    scratch: list[ServedScratch] = []
+    sizes: list[int] = []
+    for event, (nbytes, address) in enumerate(log):
+        if nbytes is not None:
+            opened[address] = (len(sizes), event)
+            sizes.append(nbytes)
+        elif (found := opened.pop(address, None)) is not None and sizes[found[0]] > 0:
+            scratch.append(ServedScratch(found[0], sizes[found[0]], found[1], event))
     served: list[ServedResult] = []
     taken: set[int] = set()
     for position, value in enumerate(results):
         if not _servable(value):
             continue
         storage = value.untyped_storage()
-        found = last.get(storage.data_ptr())
-        if found is not None and found not in taken and log[found][0] == storage.nbytes():
-            taken.add(found)
-            served.append(ServedResult(position, found, storage.nbytes()))
+        found = opened.get(storage.data_ptr())
+        if found is not None and found[0] not in taken and sizes[found[0]] == storage.nbytes():
+            taken.add(found[0])
+            served.append(ServedResult(position, found[0], storage.nbytes(), found[1]))
     if not served or len(served) > MAX_SERVED:
         return None
+    # the largest scratch where an op has more than the arm table takes (none seen so far)
+    scratch = sorted(sorted(scratch, key=lambda s: -s.nbytes)[: MAX_SERVED - len(served)], key=lambda s: s.allocation)
     served.sort(key=lambda result: result.allocation)
-    serving = Serving(tuple(size for size, _ in log[: served[-1].allocation + 1]), tuple(served))
+    # sizes up to the last allocation served
+    serving = Serving(tuple(sizes), tuple(served), tuple(scratch), len(log)).only(range(len(results)))
+    assert serving is not None  # served is not empty
     return serving if _lands(serving, call, env) else None
 
 
@@ -145,9 +203,9 @@ def _lands(serving: Serving, call: Call, env: Mapping[str, Any]) -> bool:
     library = serving_library()
     assert library is not None
     offsets, total = [], 0
-    for result in serving.results:
+    for allocation in serving.allocations():
         offsets.append(total)
-        total += align_up(result.nbytes)
+        total += align_up(allocation.nbytes)
     probe = torch.empty(total, dtype=torch.uint8)
     addresses = [probe.data_ptr() + offset for offset in offsets]
     sequence = serving.sequence()

@@ -11,9 +11,14 @@
 // *armed*.
 //
 // What to serve is a *sequence* (sequence()), made once per op at prepare time from a recording
-// (record(), recorded(): the sizes and addresses of the calling thread's allocations during one
-// call of the op, from which the caller finds which allocation became which result): the sizes of
-// the op's allocations up to the last result served, and the indices of the allocations to serve.
+// (record(), recorded(): the calling thread's allocations during one call of the op, sizes and
+// addresses, and the frees of them through their DataPtrs, from which the caller finds which
+// allocation became which result and which the op frees before it returns, its scratch, with its
+// lifetime within the op): the sizes of the op's allocations up to the last one served, and the
+// indices of the allocations to serve (results and scratch). Frees are logged by swapping the
+// base deleter of each DataPtr delegated while recording for one that logs, then calls it; memory
+// that c10's raw_allocate hands out is freed through raw_deleter(), not logged, so it never looks
+// freed and is never served. Allocations made on other threads (OpenMP workers) are not seen.
 // Arming (arm(sequence, address...)) gives each served index its address: from then on the
 // allocator counts the calling thread's allocations; the allocation with a served index gets its
 // address, every other allocation is delegated. An allocation whose size is not the recorded one
@@ -22,9 +27,10 @@
 // index is passed too, and disarm() (called right after the op) makes sure no later allocation can
 // be served. Other threads are never affected: every state is thread_local.
 //
-// A served DataPtr frees nothing (the slab owns the memory) and has a context distinct from its
-// data pointer, so c10's raw_allocate, which asserts that they are equal, fails loudly instead of
-// handing slab memory to a caller that would free() it.
+// A served DataPtr frees nothing (the slab owns the memory: served scratch the op frees stays in
+// the slab, where the plan gives its bytes to later allocations) and has a context distinct from
+// its data pointer, so c10's raw_allocate, which asserts that they are equal, fails loudly
+// instead of handing slab memory to a caller that would free() it.
 //
 // The functions are plain CPython functions (METH_FASTCALL): one call costs well under a
 // microsecond, which matters on models whose ops take a few microseconds each.
@@ -39,12 +45,22 @@
 
 namespace {
 
-constexpr Py_ssize_t kMaxServed = 8;
+// Served allocations of one op: its results and the scratch it frees before returning (an LSTM
+// over 32 steps serves some hundred); the table arm() fills is sized once, never reallocated.
+constexpr Py_ssize_t kMaxServed = 1024;
 constexpr const char* kSequenceName = "srbench.slab_serving.sequence";
 
 struct Sequence {
   std::vector<size_t> sizes;    // the op's allocations, in order, up to the last one served
   std::vector<int64_t> served;  // the indices served, in the order arm() gives their addresses
+  std::vector<int32_t> slot;    // per index of sizes: its position in served, or -1
+};
+
+// One event of a recording: an allocation (its size and address) or a free (of an address).
+struct Event {
+  bool freed;
+  size_t nbytes;
+  void* address;
 };
 
 struct ThreadState {
@@ -52,16 +68,27 @@ struct ThreadState {
   // the capsule owning the armed sequence, held until the next arm() or disarm() (which run with
   // the GIL; allocate() may not, so disarming itself there only forgets the pointer)
   PyObject* held = nullptr;
-  void* addresses[kMaxServed];
+  std::vector<void*> addresses = std::vector<void*>(kMaxServed);
   size_t count = 0;  // allocations counted since arm()
   bool recording = false;
-  std::vector<std::pair<size_t, void*>> log;
+  std::vector<Event> log;
 };
 
 thread_local ThreadState state;
 char served_context;  // the context of every served DataPtr: never its data pointer
 
 void free_nothing(void*) {}
+
+// The base allocator's deleter, and one that logs the free on a recording thread before calling
+// it: a recording swaps it into the DataPtrs it delegates (data and context stay the same), so
+// the order of the op's frees, and so each allocation's lifetime within the op, is known.
+c10::DeleterFnPtr base_deleter = nullptr;
+
+void logged_free(void* pointer) {
+  ThreadState& s = state;
+  if (s.recording) s.log.push_back({true, 0, pointer});
+  base_deleter(pointer);
+}
 
 class SlabServingAllocator final : public c10::Allocator {
  public:
@@ -76,15 +103,15 @@ class SlabServingAllocator final : public c10::Allocator {
         s.armed = nullptr;  // another path than the recorded one: serve nothing more
       } else {
         if (index + 1 == sequence.sizes.size()) s.armed = nullptr;  // the last served index
-        for (size_t k = 0; k < sequence.served.size(); ++k) {
-          if (sequence.served[k] == static_cast<int64_t>(index)) {
-            return {s.addresses[k], &served_context, &free_nothing, c10::Device(c10::DeviceType::CPU)};
-          }
-        }
+        int32_t slot = sequence.slot[index];
+        if (slot >= 0) return {s.addresses[slot], &served_context, &free_nothing, c10::Device(c10::DeviceType::CPU)};
       }
     }
     c10::DataPtr result = base_->allocate(nbytes);
-    if (s.recording) s.log.emplace_back(nbytes, result.get());
+    if (s.recording) {
+      s.log.push_back({false, nbytes, result.get()});
+      if (base_deleter != nullptr) result.compare_exchange_deleter(base_deleter, &logged_free);
+    }
     return result;
   }
 
@@ -112,6 +139,7 @@ PyObject* install(PyObject*, PyObject*) {
       Py_RETURN_FALSE;  // an allocator of higher priority is installed: nothing is served
     }
     installed = serving;
+    base_deleter = base->raw_deleter();
   }
   Py_RETURN_TRUE;
 }
@@ -136,10 +164,15 @@ PyObject* sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   bool valid = !PyErr_Occurred() && !made->served.empty() &&
                made->served.size() <= static_cast<size_t>(kMaxServed);
-  for (int64_t index : made->served) valid = valid && index >= 0 && static_cast<size_t>(index) < made->sizes.size();
+  made->slot.assign(made->sizes.size(), -1);
+  for (size_t k = 0; k < made->served.size() && valid; ++k) {
+    int64_t index = made->served[k];
+    valid = index >= 0 && static_cast<size_t>(index) < made->sizes.size() && made->slot[index] < 0;
+    if (valid) made->slot[index] = static_cast<int32_t>(k);
+  }
   if (!valid) {
     delete made;
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "served indices must be 1 to 8 indices into sizes");
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "served indices must be 1 to 1024 distinct indices into sizes");
     return nullptr;
   }
   PyObject* capsule = PyCapsule_New(made, kSequenceName, free_sequence);
@@ -185,8 +218,10 @@ PyObject* recorded(PyObject*, PyObject*) {
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(s.log.size()));
   if (list == nullptr) return nullptr;
   for (size_t i = 0; i < s.log.size(); ++i) {
-    PyObject* item = Py_BuildValue("(KK)", static_cast<unsigned long long>(s.log[i].first),
-                                   static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(s.log[i].second)));
+    const Event& event = s.log[i];
+    auto address = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(event.address));
+    PyObject* item = event.freed ? Py_BuildValue("(OK)", Py_None, address)
+                                 : Py_BuildValue("(KK)", static_cast<unsigned long long>(event.nbytes), address);
     if (item == nullptr) {
       Py_DECREF(list);
       return nullptr;
@@ -204,8 +239,9 @@ PyMethodDef methods[] = {
     {"arm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(arm)), METH_FASTCALL,
      "Serve this thread's allocations of a sequence: arm(sequence, address...)."},
     {"disarm", disarm, METH_NOARGS, "Serve nothing more on this thread."},
-    {"record", record, METH_NOARGS, "Record this thread's allocations (size, address)."},
-    {"recorded", recorded, METH_NOARGS, "Stop recording; the (nbytes, address) of each allocation since record()."},
+    {"record", record, METH_NOARGS, "Record this thread's allocations and frees."},
+    {"recorded", recorded, METH_NOARGS,
+     "Stop recording; each event since record(): (nbytes, address) an allocation, (None, address) a free."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
