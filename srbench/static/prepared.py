@@ -402,10 +402,10 @@ def prepare_graph(
     a program holds at its peak, measured; where given, fallback results are served from the slab
     (:mod:`srbench.static.serving`) only if that does not raise it: a served result's bytes stay
     held in the slab where eager may have freed and reused them (``transformer_encoder``'s fused
-    layers, their scratch served too: 1,152 KiB served, 1,024 KiB not, as eager: the slab holds
-    the middle layers' input and scratch while the last layer allocates the output), and where it
-    pays cannot be told from the plan alone (it does not see the scratch of unserved ops, of
-    oneDNN, of worker threads)."""
+    layers: 1,152 KiB with results served, 2,048 with their scratch too, as the last layer, whose
+    result is the output and is not served, takes its scratch beside the slab; 1,024 KiB not
+    served, as eager), and where it pays cannot be told from the plan alone (it does not see the
+    scratch of unserved ops, of oneDNN, of worker threads)."""
     start = time.perf_counter()
     inputs = inputs.canonical()  # the placeholders follow the keyword arguments' name order
     signature = InputSignature.of(inputs, argument_names)
