@@ -70,6 +70,11 @@ class Encoder(nn.Module):
         return self.layer(x) * 2
 
 
+class EncoderSummed(Encoder):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x).sum(1)  # a small output: the layer's step is the run's peak
+
+
 CASES = {
     "layer_norm": (LayerNormed, lambda: (torch.randn(4, 8, 32),), "layer_norm"),
     "sdpa": (Attention, lambda: (torch.randn(1, 4, 16, 8),), "scaled_dot_product_attention"),
@@ -299,13 +304,14 @@ def test_serving_is_dropped_where_it_measures_a_higher_peak():
 
 
 SCRATCH_SEEN: list[int] = []  # where the op below found its scratch, run by run
+SCRATCH_ROWS: list[int] = []  # rows of scratch the op below takes where not the input's
 
 
 @torch.library.custom_op("srbench_test::scratch_then_result", mutates_args=())
 def scratch_then_result(x: torch.Tensor) -> torch.Tensor:
-    """An op as fused kernels are: scratch memory (the result's size), freed before the result
-    is allocated."""
-    scratch = x.exp()
+    """An op as fused kernels are: scratch memory (the result's size, or another where a test
+    asks), freed before the result is allocated."""
+    scratch = x.new_empty((*SCRATCH_ROWS[-1:], *x.shape[1:]) if SCRATCH_ROWS else x.shape).exp_()
     SCRATCH_SEEN.append(scratch.data_ptr())
     del scratch
     return x * 2
@@ -361,12 +367,8 @@ def test_scratch_freed_before_the_result_is_served_and_shares_the_results_slab_b
 
 @needs_hook
 def test_the_fused_encoder_layer_serves_its_scratch_and_its_result_takes_freed_scratch_bytes():
-    class Summed(Encoder):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.layer(x).sum(1)  # a small output: the layer's step is the run's peak
-
     torch.manual_seed(0)
-    model = Summed().eval()
+    model = EncoderSummed().eval()
     inputs = (torch.randn(2, 10, 32),)
     module = StaticModule(model, inputs, AS_PROPOSED)
     plan = _served_plan(module, "_transformer_encoder_layer_fwd")
@@ -383,3 +385,48 @@ def test_the_fused_encoder_layer_serves_its_scratch_and_its_result_takes_freed_s
         expected = model(*inputs)
         for _ in range(2):
             assert torch.equal(runtime(*inputs), expected)
+
+
+@needs_hook
+def test_scratch_of_another_size_than_recorded_disarms_and_nothing_lands_in_the_slab():
+    """The size check stays the safety net with scratch served: where the op's scratch differs
+    from the recording, the thread disarms at that allocation, scratch and result are eager's, and
+    the slab (whose bytes the result would have shared) is left as it was."""
+    x = torch.randn(64, 32)
+    module = StaticModule(Scratchy().eval(), (x,), AS_PROPOSED)
+    assert _served_plan(module, "scratch_then_result").serves.scratch
+    runtime = module.runtime()
+    SCRATCH_SEEN.clear()
+    SCRATCH_ROWS.append(65)
+    try:
+        with torch.no_grad():
+            for _ in range(2):
+                assert torch.equal(runtime(x), (x * 2).sum(0))
+    finally:
+        SCRATCH_ROWS.clear()
+    slab = runtime.slab.untyped_storage()
+    assert len(SCRATCH_SEEN) == 2
+    assert not any(slab.data_ptr() <= seen < slab.data_ptr() + slab.nbytes() for seen in SCRATCH_SEEN)
+
+
+@needs_hook
+def test_an_op_with_scratch_served_gives_eager_results_under_more_threads_than_prepared():
+    """With more intra-op threads a kernel may allocate from OpenMP workers (never served: the
+    state is per thread) or take another path on the calling thread (the size check disarms)."""
+
+    torch.manual_seed(0)
+    model = EncoderSummed().eval()
+    inputs = (torch.randn(2, 10, 32),)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        module = StaticModule(model, inputs, AS_PROPOSED)
+        assert _served_plan(module, "_transformer_encoder_layer_fwd").serves.scratch
+        runtime = module.runtime()
+        torch.set_num_threads(2)
+        with torch.no_grad():
+            expected = model(*inputs)
+            for _ in range(3):
+                torch.testing.assert_close(runtime(*inputs), expected)
+    finally:
+        torch.set_num_threads(before)
