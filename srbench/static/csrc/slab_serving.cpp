@@ -70,11 +70,14 @@ struct ThreadState {
   PyObject* held = nullptr;
   std::vector<void*> addresses = std::vector<void*>(kMaxServed);
   size_t count = 0;  // allocations counted since arm()
-  bool recording = false;
   std::vector<Event> log;
 };
 
 thread_local ThreadState state;
+// Whether this thread records, apart from its state: a deleter may run on any thread, also one
+// that never allocated (or one exiting, whose state is gone), and reading this plain flag
+// constructs nothing there.
+thread_local bool recording = false;
 char served_context;  // the context of every served DataPtr: never its data pointer
 
 void free_nothing(void*) {}
@@ -85,8 +88,7 @@ void free_nothing(void*) {}
 c10::DeleterFnPtr base_deleter = nullptr;
 
 void logged_free(void* pointer) {
-  ThreadState& s = state;
-  if (s.recording) s.log.push_back({true, 0, pointer});
+  if (recording) state.log.push_back({true, 0, pointer});
   base_deleter(pointer);
 }
 
@@ -108,7 +110,7 @@ class SlabServingAllocator final : public c10::Allocator {
       }
     }
     c10::DataPtr result = base_->allocate(nbytes);
-    if (s.recording) {
+    if (recording) {
       s.log.push_back({false, nbytes, result.get()});
       if (base_deleter != nullptr) result.compare_exchange_deleter(base_deleter, &logged_free);
     }
@@ -208,13 +210,13 @@ PyObject* disarm(PyObject*, PyObject*) {
 
 PyObject* record(PyObject*, PyObject*) {
   state.log.clear();
-  state.recording = true;
+  recording = true;
   Py_RETURN_NONE;
 }
 
 PyObject* recorded(PyObject*, PyObject*) {
   ThreadState& s = state;
-  s.recording = false;
+  recording = false;
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(s.log.size()));
   if (list == nullptr) return nullptr;
   for (size_t i = 0; i < s.log.size(); ++i) {
