@@ -6,6 +6,7 @@ srbench runs as before and says why."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -206,13 +207,21 @@ def test_a_run_under_another_thread_count_than_prepared_gives_eager_results(case
     disarms the thread where they differ from the recording, and the results stay eager's."""
     make, make_inputs, kind = CASES[case]
     torch.manual_seed(0)
-    model = make().eval()
-    inputs = make_inputs()
+    _assert_eager_results_under_more_threads_than_prepared(
+        make().eval(), make_inputs(), lambda module: _served_plan(module, kind).how is RunAs.SERVED
+    )
+
+
+def _assert_eager_results_under_more_threads_than_prepared(
+    model: nn.Module, inputs: tuple[torch.Tensor, ...], served: Callable[[StaticModule], bool]
+) -> None:
+    """Prepares ``model`` with one intra-op thread (``served`` must hold of the prepared module),
+    then runs it with two: three runs must give eager's results."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         module = StaticModule(model, inputs, AS_PROPOSED)
-        assert _served_plan(module, kind).how is RunAs.SERVED
+        assert served(module)
         runtime = module.runtime()
         torch.set_num_threads(2)
         with torch.no_grad():
@@ -415,18 +424,8 @@ def test_an_op_with_scratch_served_gives_eager_results_under_more_threads_than_p
     state is per thread) or take another path on the calling thread (the size check disarms)."""
 
     torch.manual_seed(0)
-    model = EncoderSummed().eval()
-    inputs = (torch.randn(2, 10, 32),)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        module = StaticModule(model, inputs, AS_PROPOSED)
-        assert _served_plan(module, "_transformer_encoder_layer_fwd").serves.scratch
-        runtime = module.runtime()
-        torch.set_num_threads(2)
-        with torch.no_grad():
-            expected = model(*inputs)
-            for _ in range(3):
-                torch.testing.assert_close(runtime(*inputs), expected)
-    finally:
-        torch.set_num_threads(before)
+    _assert_eager_results_under_more_threads_than_prepared(
+        EncoderSummed().eval(),
+        (torch.randn(2, 10, 32),),
+        lambda module: bool(_served_plan(module, "_transformer_encoder_layer_fwd").serves.scratch),
+    )
