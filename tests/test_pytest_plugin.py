@@ -37,6 +37,16 @@ def _import_what_cases_import() -> None:
 
 _import_what_cases_import()
 
+
+@pytest.fixture(autouse=True)
+def _rootdir_is_the_run_folder(pytester: pytest.Pytester) -> None:
+    """pytest takes as rootdir the first folder above a run's arguments with an ini file, or
+    failing that with a ``setup.py``: a stray ``/tmp/setup.py`` above pytester's folder moved the
+    rootdir, and with it the results folder and the cases' ids, to ``/tmp``. An ini file in
+    pytester's folder keeps every run here rooted there."""
+    pytester.makeini("[pytest]\n")
+
+
 TINY_SUITE = """
     axes:
       models: {names: [mlp]}
