@@ -13,7 +13,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from srbench.inputs import Inputs
-from srbench.static.timing import state_kept
+from srbench.static.timing import bound_forward, state_kept
 
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
@@ -25,12 +25,10 @@ def measured_peak(module: StaticModule, prepared: PreparedGraph, inputs: Inputs 
     which stay untouched: what it allocates, outputs included, plus the slab it keeps between
     runs."""
     from srbench.measure.memory import observe_allocations
-    from srbench.static.runtime import StaticRuntime
 
     inputs = Inputs.coerce(inputs).clone()
-    runtime = StaticRuntime(module, prepared.device)
-    bound = runtime._bind(prepared, prepared.program.compiled(module.name))
-    call = functools.partial(inputs.call, bound.forward_unchecked)
+    runtime, forward = bound_forward(module, prepared)
+    call = functools.partial(inputs.call, forward)
     with state_kept(prepared.written_state):
         call()  # warm: allocations made once (oneDNN primitives, lazily made constants) are not a run's
         observed = observe_allocations(call, prepared.device.type)

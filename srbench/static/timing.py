@@ -24,6 +24,7 @@ from srbench.inputs import Inputs
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
     from srbench.static.prepared import PreparedGraph
+    from srbench.static.runtime import StaticRuntime
 
 # Warm-up: rounds run unrecorded until WARMUP_SECONDS have passed (at least MIN_WARMUP rounds, at
 # most MAX_WARMUP). A program's first tens of calls can run well below its pace (a multistream
@@ -42,16 +43,19 @@ def interleaved_medians(
 ) -> list[float]:
     """The median seconds per call of each of ``candidates`` (programs of ``module``) on
     ``inputs`` (one call, or a tuple of positional arguments), which stay untouched."""
-    from srbench.static.runtime import StaticRuntime
-
     inputs = Inputs.coerce(inputs).clone()
-    calls = []
-    for candidate in candidates:
-        runtime = StaticRuntime(module, candidate.device)
-        bound = runtime._bind(candidate, candidate.program.compiled(module.name))
-        calls.append(bound.forward_unchecked)
+    calls = [bound_forward(module, candidate)[1] for candidate in candidates]
     with state_kept({id(t): t for candidate in candidates for t in candidate.written_state}.values()):
         return call_medians(calls, inputs, device_barrier(candidates[0].device))
+
+
+def bound_forward(module: StaticModule, prepared: PreparedGraph) -> tuple[StaticRuntime, Callable[..., Any]]:
+    """A scratch runtime of ``module`` bound to ``prepared`` (one of its candidate programs) and
+    that program's ``forward`` without the input check: what prepare-time measurements call."""
+    from srbench.static.runtime import StaticRuntime
+
+    runtime = StaticRuntime(module, prepared.device)
+    return runtime, runtime._bind(prepared, prepared.program.compiled(module.name)).forward_unchecked
 
 
 @contextlib.contextmanager
