@@ -94,12 +94,23 @@ def node_flops(node: torch.fx.Node) -> int:
     return int(counter.get_total_flops())
 
 
+def _tensor_bytes(tensor: torch.Tensor) -> int:
+    """``numel * itemsize``; a size that depends on the data (an unbacked symbol: ``nonzero``,
+    boolean-mask indexing) counts at its proved upper bound, 0 when unbounded, as the memory
+    estimate counts it: comparing the symbol itself would guard on the data and fail."""
+    from srbench.estimate.sizes import is_data_dependent, tensor_bytes
+
+    if is_data_dependent(tensor):
+        return tensor_bytes(tensor).nbytes
+    return tensor.numel() * tensor.element_size()
+
+
 def node_bytes(node: torch.fx.Node) -> int:
     """Bytes an op reads and writes: its tensor arguments and results, from FakeTensor metadata."""
     touched = _meta_tensors(node.meta.get("val"))
     for argument in node.all_input_nodes:
         touched += _meta_tensors(argument.meta.get("val"))
-    return sum(t.numel() * t.element_size() for t in touched)
+    return sum(_tensor_bytes(t) for t in touched)
 
 
 def estimate_seconds(node: torch.fx.Node, model: CostModel = DEFAULT_COST_MODEL) -> float:
