@@ -6,6 +6,8 @@ that shows it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -37,3 +39,33 @@ def test_sizes_that_depend_on_the_data_on_several_streams(conformance, streams):
     with boolean-mask indexing, ``nonzero`` or ``unique`` failed to prepare under ``streams``. Such
     a size counts at its proved upper bound now, as the memory estimate counts it."""
     conformance(Selected(), (randn(4, 8),), (randn(3, 5, seed=1),), StaticOptions(streams=streams))
+
+
+class ConvolutionReturnedWithItsViews(nn.Module):
+    """A convolution's result returned as it is, twice, and through views (``view``, ``flatten``,
+    and a ``permute`` and a slice, which a channels-last result gives other strides)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = torch.relu(self.norm(self.conv(x)))
+        return y, y, y.view(y.shape[0], -1), y.flatten(2), y.permute(0, 2, 3, 1)[..., :4]
+
+
+def test_a_rewritten_convolution_returned_with_its_views_aliases_as_in_eager(conformance, static_options):
+    """The fused convolution computes channels-last; eager's result is contiguous. Each output
+    slot holding it was copied back to eager's layout on its own, and each view read a copy of
+    its own: the outputs no longer shared memory as eager's do (one tensor returned twice came
+    back as two; a view of a returned tensor did not see writes to it). One contiguous copy now
+    serves every output slot and layout-bound view, and returned views whose strides the rewrite
+    changed are taken again from that copy."""
+    options = dataclasses.replace(static_options, measure_choices=False)  # the rewrite kept whatever its speed
+    module = conformance(
+        ConvolutionReturnedWithItsViews().eval(), (randn(1, 3, 6, 6),), (randn(2, 3, 6, 6, seed=1),), options
+    )
+    fused = [rewrite.outcome.value for rewrite in module.prepared.rewrites if rewrite.pass_name == "fused_convolution"]
+    if torch.backends.mkldnn.is_available() and not options.decompose:
+        assert fused == ["applied"]

@@ -271,26 +271,20 @@ def _contiguous_copy(graph: torch.fx.Graph, node: torch.fx.Node, before: torch.f
     return copy
 
 
-def _keep_output_layouts(graph: torch.fx.Graph, strides: Sequence[tuple[int, ...] | None]) -> None:
-    """Graph outputs whose strides a rewrite changed are copied back into their original layout."""
-    output = next(node for node in graph.nodes if node.op == "output")
-    position = iter(range(len(strides)))
-
-    def restore(node: torch.fx.Node) -> torch.fx.Node:
-        meta, wanted = node.meta.get("val"), strides[next(position)]
-        if wanted is None or not isinstance(meta, torch.Tensor) or meta.stride() == wanted:
-            return node
-        return _contiguous_copy(graph, node, output)
-
-    output.args = torch.fx.node.map_arg(output.args, restore)
-
-
-def _restore_layouts(graph: torch.fx.Graph, layouts: Layouts) -> None:
+def _restore_layouts(graph: torch.fx.Graph, layouts: Layouts, output_strides: Sequence[tuple[int, ...] | None]) -> None:
     """Layout-bound ops whose input a rewrite laid out otherwise read a contiguous copy of it, as
     captured (a ``view`` of a channels-last convolution result would fail, an ``as_strided``
-    would read other elements); :func:`_in_layout` does the same when the graph is checked. One
-    copy per tensor, made before its first such reader."""
+    would read other elements); :func:`_in_layout` does the same when the graph is checked. And
+    graph outputs whose strides a rewrite changed are that copy too, in their original layout.
+    One copy per tensor, made before its first such reader: the outputs then share memory as
+    eager's do (a tensor returned twice is one tensor, a returned view sees its returned base)."""
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
+
+    def copy_of(source: torch.fx.Node, before: torch.fx.Node) -> torch.fx.Node:
+        if source not in copies:
+            copies[source] = _contiguous_copy(graph, source, before)
+        return copies[source]
+
     for node in list(graph.nodes):
         wanted = layouts.get(node.name) if node.op == "call_function" else None
         source = node.args[0] if wanted is not None else None
@@ -298,9 +292,72 @@ def _restore_layouts(graph: torch.fx.Graph, layouts: Layouts) -> None:
         if not isinstance(meta, torch.Tensor) or _same_layout(meta.shape, meta.stride(), wanted or ()):
             continue
         assert isinstance(source, torch.fx.Node)
-        if source not in copies:
-            copies[source] = _contiguous_copy(graph, source, node)
-        node.args = (copies[source], *node.args[1:])
+        node.args = (copy_of(source, node), *node.args[1:])
+    output = next(node for node in graph.nodes if node.op == "output")
+    position = iter(range(len(output_strides)))
+
+    def restore(node: torch.fx.Node) -> torch.fx.Node:
+        meta, wanted = node.meta.get("val"), output_strides[next(position)]
+        if wanted is None or not isinstance(meta, torch.Tensor) or meta.stride() == wanted:
+            return node
+        root, views = _view_chain(node)
+        if views:
+            replayed = _replay_views(graph, views, copy_of(root, output), output)
+            if replayed.meta["val"].stride() == wanted:
+                left.extend(views)
+                return replayed
+            _erase_chain(graph, replayed, views)
+        return copy_of(node, output)
+
+    left: list[torch.fx.Node] = []  # views replayed on a copy, dead unless something else reads them
+    output.args = torch.fx.node.map_arg(output.args, restore)
+    for view in reversed(left):
+        if not view.users:
+            graph.erase_node(view)
+
+
+def _is_view(target: object) -> bool:
+    """Whether an op's result may alias its first argument (``Tensor(a) self -> Tensor(a)``:
+    views, and ``reshape``/``flatten``, which view where the layout allows)."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    schema = target._schema
+    if not schema.arguments or len(schema.returns) != 1:
+        return False
+    argument, result = schema.arguments[0].alias_info, schema.returns[0].alias_info
+    return argument is not None and not argument.is_write and result is not None and not result.is_write
+
+
+def _view_chain(node: torch.fx.Node) -> tuple[torch.fx.Node, list[torch.fx.Node]]:
+    """The node a chain of views starts from, and the views from it down to ``node``."""
+    views = []
+    while node.op == "call_function" and _is_view(node.target) and isinstance(node.args[0], torch.fx.Node):
+        views.append(node)
+        node = node.args[0]
+    return node, views[::-1]
+
+
+def _replay_views(
+    graph: torch.fx.Graph, views: Sequence[torch.fx.Node], base: torch.fx.Node, before: torch.fx.Node
+) -> torch.fx.Node:
+    """The chain of ``views`` taken again from ``base`` (a contiguous copy of their root), with
+    metadata from running each view on the one before's FakeTensor."""
+    for view in views:
+        target = view.target
+        assert callable(target)  # an OpOverload (_view_chain)
+        with graph.inserting_before(before):
+            base = graph.call_function(target, (base, *view.args[1:]), dict(view.kwargs))
+        args = torch.fx.node.map_arg(base.args, lambda arg: arg.meta["val"])
+        base.meta["val"] = target(*args, **base.kwargs)
+    return base
+
+
+def _erase_chain(graph: torch.fx.Graph, last: torch.fx.Node, views: Sequence[torch.fx.Node]) -> None:
+    node: Any = last
+    for _ in views:
+        previous = node.args[0]
+        graph.erase_node(node)
+        node = previous
 
 
 def _rewrite(
@@ -451,8 +508,7 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
         )
     if applied:
         _refresh_metadata(context, layouts)
-        _restore_layouts(context.graph, layouts)
-        _keep_output_layouts(context.graph, output_strides)
+        _restore_layouts(context.graph, layouts, output_strides)
     context.graph_module.graph.lint()
     context.graph_module.recompile()
     return tuple(rewrites)
