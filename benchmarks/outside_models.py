@@ -18,8 +18,10 @@ For each model, in one process, one model at a time, one intra-op thread:
    ``streams=2``; ``streams=4``), each prepared on shape 0 and
    checked against eager by the suites' equivalence protocol (``srbench.measure.equivalence``:
    shape 0, shape 1, shape 0 again; inputs as eager leaves them; outputs of one run not
-   overwritten by the next unless outputs are managed), and through the ``srbench`` runtime plugin
-   as suites call it;
+   overwritten by the next unless outputs are managed), then once more on shape 0 for which
+   outputs share memory with which inputs and outputs (``srbench.measure.aliasing``: an output
+   that is an input, a view of one, or another output, as eager's are), and through the
+   ``srbench`` runtime plugin as suites call it;
 3. the time per call of eager (under ``torch.inference_mode``, as the eager runtime plugin) and
    of srbench with default options, medians of interleaved rounds on shape 0; the ratio
    srbench / eager is what the table shows. On a shared machine these ratios move by several
@@ -685,6 +687,462 @@ def _torch_pieces() -> list[OutsideModel]:
     ]  # fmt: skip
 
 
+class Mode(enum.Enum):
+    """An enum argument (the third round's ``call_containers``)."""
+
+    SUM = "sum"
+    MAX = "max"
+
+
+def _third_round() -> list[OutsideModel]:
+    """The third round: dtypes and layouts of whole models, parametrizations, shared parameters,
+    containers, enums and ``None`` in and out, aliases of inputs, strided inputs, integer and
+    index arithmetic, data-dependent shapes, state written in forward, ``torch.cond``."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+    from torch.nn.utils import parametrizations, rnn
+
+    def conv_net(channels: int = 3) -> nn.Module:
+        return nn.Sequential(
+            nn.Conv2d(channels, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.Conv2d(16, 16, 3, padding=2, dilation=2, groups=4), nn.GELU(),
+            nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(64, 10), nn.LayerNorm(10),
+        )  # fmt: skip
+
+    def typed(dtype: torch.dtype) -> Callable[[], nn.Module]:
+        return lambda: conv_net().to(dtype)
+
+    def typed_images(dtype: torch.dtype) -> Callable[[int], Any]:
+        return lambda shape: _call(_randn(shape, _batch(shape), 3, (16, 12)[shape], 16).to(dtype))
+
+    def channels_last() -> nn.Module:
+        net = conv_net()
+        for parameter in net.parameters():  # as Module.to(memory_format=...), which its stubs lack
+            if parameter.dim() == 4:
+                parameter.data = parameter.data.contiguous(memory_format=torch.channels_last)
+        return net
+
+    def channels_last_images(shape: int) -> Any:
+        image = _randn(shape, _batch(shape), 3, (16, 12)[shape], 16)
+        return _call(image.to(memory_format=torch.channels_last))
+
+    class SpectralFilter(nn.Module):
+        """fft2 of an image times a complex parameter, back by ifft2; complex in, complex out."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.filter = nn.Parameter(torch.randn(4, 8, 5, dtype=torch.complex64))
+
+        def forward(self, x: torch.Tensor, phase: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            spectrum = torch.fft.rfft2(x) * self.filter
+            rotated = spectrum * torch.polar(torch.ones_like(phase), phase)
+            back = torch.fft.irfft2(rotated, s=x.shape[-2:])
+            full = torch.fft.ifft(torch.fft.fft(x.to(torch.complex64), dim=-1), dim=-1)
+            return (
+                back,
+                rotated.abs().log1p(),
+                rotated.angle(),
+                full.conj(),
+                torch.view_as_complex(torch.stack([back, x], dim=-1)),
+            )
+
+    def spectral_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        return _call(_randn(shape, batch, 4, 8, 8), _randn(shape + 1, 8, 5))
+
+    class Parametrized(nn.Module):
+        """weight_norm, spectral_norm and orthogonal parametrizations (evaluated in eval mode)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = parametrizations.weight_norm(nn.Linear(16, 32))
+            self.b = parametrizations.spectral_norm(nn.Linear(32, 32))
+            self.c = parametrizations.orthogonal(nn.Linear(32, 32))
+            self.conv = parametrizations.weight_norm(nn.Conv1d(1, 4, 3, padding=1), dim=0)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.c(torch.tanh(self.b(F.relu(self.a(x)))))
+            return self.conv(h.unsqueeze(1)).flatten(1)
+
+    class Tied(nn.Module):
+        """An embedding tied to the output projection, one layer applied twice, one module
+        registered under two names."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(100, 32)
+            self.layer = nn.Linear(32, 32)
+            self.again = self.layer
+            self.head = nn.Linear(32, 100, bias=False)
+            self.head.weight = self.embed.weight
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            x = self.embed(ids)
+            x = torch.tanh(self.layer(x))
+            x = torch.tanh(self.again(x) + x)
+            return self.head(x) + F.embedding(ids, self.head.weight).sum(-1, keepdim=True)
+
+    class Containers(nn.Module):
+        """A dict of tensors, nested tuples and lists, an optional tensor left ``None``, an enum
+        and a keyword-only bool; returns nested lists, ``None`` entries and a dict."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(
+            self,
+            batch: dict[str, torch.Tensor],
+            pairs: tuple[tuple[torch.Tensor, torch.Tensor], list[torch.Tensor]],
+            mask: torch.Tensor | None = None,
+            mode: Mode = Mode.SUM,
+            *,
+            negate: bool = False,
+        ) -> dict[str, Any]:
+            (a, b), rest = pairs
+            x = self.linear(batch["x"] + batch["y"] * a)
+            if mask is not None:
+                x = x.masked_fill(mask, 0.0)
+            pooled = x.sum(0) if mode is Mode.SUM else x.amax(0)
+            if negate:
+                pooled = -pooled
+            return {"pooled": pooled, "nested": [[x, b + rest[0]], [rest[1] * 2, None]], "none": None}
+
+    def container_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        tensors = [_randn(shape + i, batch, 8) for i in range(6)]
+        return _call(
+            {"x": tensors[0], "y": tensors[1]}, ((tensors[2], tensors[3]), [tensors[4], tensors[5]]),
+            None, Mode.MAX, negate=True,
+        )  # fmt: skip
+
+    class Aliases(nn.Module):
+        """Returns an input unchanged, views of inputs, one tensor twice, a view of an output."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            h = self.linear(x)
+            return x, x[:, :3], y.t(), h, h, h[0], h.view(-1), x.reshape(-1), y.unsqueeze(0).expand(2, -1, -1)
+
+    def alias_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        return _call(_randn(shape, batch, 8), _randn(shape + 1, 4, batch + 1))
+
+    class Strided(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, t: torch.Tensor, e: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            h = self.linear(t) + e
+            return h * s, (t + 1).sum(0), e.contiguous() + s
+
+    def strided_inputs(shape: int) -> Any:
+        """A transposed input, an expanded (stride 0) input and a strided slice with an offset."""
+        batch = _batch(shape)
+        transposed = _randn(shape, 8, batch).t()
+        expanded = _randn(shape + 1, 1, 8).expand(batch, 8)
+        sliced = _randn(shape + 2, batch, 20)[:, 3:19:2]
+        return _call(transposed, expanded, sliced)
+
+    class ZeroSize(nn.Module):
+        """A dimension of size 0 that is not the batch: empty features, concatenations, sums."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 4)
+
+        def forward(self, x: torch.Tensor, empty: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            h = self.linear(torch.cat([x, empty], dim=1))
+            return h, empty.sum(-1), empty * 2, empty.mean(-1), torch.cat([empty, empty], dim=1)
+
+    def zero_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        return _call(_randn(shape, batch, 8), torch.empty(batch, 0))
+
+    class Bytes(nn.Module):
+        """uint8 image arithmetic, bitwise ops and shifts, integer division in both rounding modes."""
+
+        def forward(self, image: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            wide = image.to(torch.int16)
+            bright = (wide * 3 // 2).clamp(0, 255).to(torch.uint8)
+            mixed = (image ^ 0x5A) | (image & 0x0F) << 2
+            return (
+                bright, mixed, image >> 3, ~image, torch.bitwise_left_shift(q, 1),
+                torch.div(q, 3, rounding_mode="trunc"), torch.div(q, 3, rounding_mode="floor"),
+                q % 7, torch.fmod(q, 7), (image.float() / 255).mean(), image.sum(dtype=torch.int64),
+                image.max(), torch.remainder(image, 10),
+            )  # fmt: skip
+
+    def byte_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        image = torch.randint(0, 256, (batch, 3, 8, 8), generator=_seeded(shape), dtype=torch.uint8)
+        return _call(image, torch.randint(-1000, 1000, (batch, 16), generator=_seeded(shape), dtype=torch.int32))
+
+    class Scatters(nn.Module):
+        """index_put (accumulating), index_add, scatter_reduce, masked_scatter, cumulative ops,
+        bucketize/searchsorted, one_hot, sort with stable ties."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.edges: torch.Tensor
+            self.register_buffer("edges", torch.linspace(-2, 2, 9))
+
+        def forward(self, x: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            target = torch.zeros(x.shape[0], 6)
+            put = target.index_put((torch.arange(x.shape[0])[:, None], index), x[:, : index.shape[1]], accumulate=True)
+            added = torch.zeros(6, x.shape[1]).index_add(0, index[0], x[:1].expand(index.shape[1], -1), alpha=0.5)
+            reduced = torch.zeros(x.shape[0], 6).scatter_reduce(
+                1, index, x[:, : index.shape[1]], "amax", include_self=False
+            )
+            mean = torch.ones(x.shape[0], 6).scatter_reduce(1, index, x[:, : index.shape[1]], "mean")
+            masked = torch.zeros_like(x).masked_scatter(x > 0, x * 10)
+            buckets = torch.bucketize(x, self.edges)
+            found = torch.searchsorted(self.edges, x.contiguous(), right=True)
+            ordered, order = torch.sort(x.round(), dim=-1, stable=True)
+            return (
+                put, added, reduced, mean, masked, x.cumsum(-1), x.cumprod(-1), x.logcumsumexp(-1),
+                x.cummax(-1)[0], buckets, found, F.one_hot(buckets, 10), ordered, order,
+            )  # fmt: skip
+
+    def scatter_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        index = torch.randint(0, 6, (batch, 4), generator=_seeded(shape))
+        return _call(_randn(shape, batch, 12), index)
+
+    class DataDependent(nn.Module):
+        """Shapes decided by the data: nonzero, masked_select, unique, boolean-mask indexing."""
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            positive = x > 0
+            return x[positive], torch.nonzero(positive), torch.unique(x.round()), x.masked_select(~positive)
+
+    class WritesState(nn.Module):
+        """Writes its inputs in place through views, and a buffer it then reads (the last
+        input's mean); counts its calls in another buffer the outputs do not read."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+            self.last_mean: torch.Tensor
+            self.calls: torch.Tensor
+            self.register_buffer("last_mean", torch.zeros(8))
+            self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            self.last_mean.copy_(x.mean(0))
+            x[:, 0].add_(1.0)  # a column of the input, in place
+            y.t()[0].mul_(2.0)  # the first column of y, through a transposed view
+            y.clamp_(max=1.5)
+            return self.linear(x) + self.last_mean + y.sum(-1, keepdim=True)
+
+    class Branches(nn.Module):
+        """``torch.cond`` on the data, branches of different ops, and an operand closed over."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.up = nn.Linear(8, 8)
+            self.down = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            def positive(v: torch.Tensor) -> torch.Tensor:
+                return self.up(v).relu()
+
+            def negative(v: torch.Tensor) -> torch.Tensor:
+                return self.down(v).sigmoid() * 2
+
+            return torch.cond(x.sum() > 0, positive, negative, (x,)) + torch.cond(
+                x.shape[0] > 2, lambda v: v * 3, lambda v: v - 1, (x,)
+            )
+
+    def branch_inputs(shape: int) -> Any:
+        x = _randn(shape, _batch(shape), 8)
+        return _call(x.abs() if shape == 0 else -x.abs())
+
+    class Attention(nn.Module):
+        """nn.MultiheadAttention: sequence-first, kdim/vdim, bias_kv, zero_attn, need_weights off
+        (the fast path's conditions), per-head weights, and a float additive mask."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.cross = nn.MultiheadAttention(32, 4, kdim=16, vdim=24, add_bias_kv=True, add_zero_attn=True)
+            self.self_attention = nn.MultiheadAttention(32, 2, batch_first=True)
+
+        def forward(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, padding: torch.Tensor) -> Any:
+            crossed, per_head = self.cross(x, k, v, average_attn_weights=False)
+            y = crossed.transpose(0, 1)
+            bias = torch.zeros(y.shape[1], y.shape[1]).masked_fill(
+                torch.ones(y.shape[1], y.shape[1], dtype=torch.bool).tril().logical_not(), float("-inf")
+            )
+            out, none = self.self_attention(y, y, y, key_padding_mask=padding, need_weights=False, attn_mask=bias)
+            return out, per_head, none
+
+    def mha_inputs(shape: int) -> Any:
+        batch, length = _batch(shape), (10, 7)[shape]
+        padding = torch.zeros(batch, length, dtype=torch.bool)
+        padding[-1, -2:] = True
+        return _call(
+            _randn(shape, length, batch, 32), _randn(shape + 1, 6, batch, 16), _randn(shape + 2, 6, batch, 24),
+            padding,
+        )  # fmt: skip
+
+    class NormsPools(nn.Module):
+        """LocalResponseNorm, InstanceNorm with running statistics, AdaptiveMaxPool2d's indices
+        into MaxUnpool2d, ceil_mode pooling, AvgPool without padding counted, fractional powers."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.lrn = nn.LocalResponseNorm(3)
+            self.instance = nn.InstanceNorm2d(4, track_running_stats=True)
+            self.pool = nn.MaxPool2d(2, return_indices=True, ceil_mode=False)
+            self.unpool = nn.MaxUnpool2d(2)
+            self.avg = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False, ceil_mode=True)
+            self.adaptive = nn.AdaptiveMaxPool2d((3, 2), return_indices=True)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            pooled, indices = self.pool(self.instance(self.lrn(x)))
+            top, where = self.adaptive(x)
+            return self.unpool(pooled, indices, output_size=x.shape), self.avg(x), top, where
+
+    class Bags(nn.Module):
+        """EmbeddingBag with offsets and per_sample_weights, an Embedding with padding_idx, one_hot."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.bag = nn.EmbeddingBag(50, 8, mode="sum", padding_idx=1)
+            self.embed = nn.Embedding(50, 8, padding_idx=0)
+
+        def forward(self, ids: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+            bags = self.bag(ids, offsets, per_sample_weights=weights)
+            return bags + self.embed(ids[offsets]) + F.one_hot(ids[offsets] % 8, 8)
+
+    def bag_inputs(shape: int) -> Any:
+        count = (12, 20)[shape]
+        ids = torch.randint(0, 50, (count,), generator=_seeded(shape))
+        ids[:3] = torch.tensor([0, 1, 0])
+        offsets = torch.tensor([0, 4, 9] if shape == 0 else [0, 2, 3, 11, 15])
+        return _call(ids, offsets, torch.rand(count, generator=_seeded(shape)))
+
+    class Packed(nn.Module):
+        """A GRU over padded sequences packed with pack_padded_sequence (unsorted lengths)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(8, 16, batch_first=True)
+
+        def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            packed = rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            out, hidden = self.gru(packed)
+            padded, _ = rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+            return padded, hidden
+
+    def packed_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        lengths = torch.tensor([6] if shape == 0 else [3, 6, 2])
+        return _call(_randn(shape, batch, 6, 8), lengths)
+
+    class ConvolutionViews(nn.Module):
+        """A convolution's result returned as it is, twice, and through views of it."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                nn.Conv2d(32, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+            )  # fmt: skip
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            y = self.body(x)
+            return y, y, y.view(y.shape[0], -1), y.flatten(2), y.permute(0, 2, 3, 1)[..., :4]
+
+    class Convolutions(nn.Module):
+        """padding='same' with dilation, reflect/circular padding modes, grouped ConvTranspose2d
+        with output_padding and dilation, Conv1d without bias."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.same = nn.Conv2d(4, 8, 3, padding="same", dilation=2)
+            self.reflect = nn.Conv2d(8, 8, 3, padding=1, padding_mode="reflect", groups=2)
+            self.circular = nn.Conv2d(8, 8, (3, 5), padding=(1, 2), padding_mode="circular", groups=8)
+            self.up = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1, groups=4, dilation=1)
+            self.line = nn.Conv1d(4, 6, 5, stride=2, bias=False)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y = self.up(self.circular(self.reflect(self.same(x))))
+            return y, self.line(y.flatten(2))
+
+    return [
+        OutsideModel("bfloat16_convnet", "a whole Conv-BN-grouped/dilated conv-Linear-LayerNorm net in bfloat16",
+                     typed(torch.bfloat16), typed_images(torch.bfloat16), rtol=2e-2, atol=2e-2),
+        OutsideModel("float16_convnet", "the same net in float16 on the CPU",
+                     typed(torch.float16), typed_images(torch.float16), rtol=5e-3, atol=5e-3),
+        OutsideModel("channels_last_convnet", "the same net, weights and inputs channels_last",
+                     channels_last, channels_last_images),
+        OutsideModel("complex_spectral", "rfft2 x complex parameter, polar, irfft2, fft/ifft, complex outputs",
+                     SpectralFilter, spectral_inputs),
+        OutsideModel("parametrized", "weight_norm, spectral_norm, orthogonal parametrizations (eval)",
+                     Parametrized, _features_of(16)),
+        OutsideModel("tied_parameters", "embedding tied to the head, a layer applied twice under two names",
+                     Tied, _ids((10, 6), 100)),
+        OutsideModel("call_containers", "dict and nested tuple/list inputs, None argument, enum, keyword-only "
+                     "bool; nested list, None and dict outputs", Containers, container_inputs),
+        OutsideModel("output_aliases", "returns an input, views of inputs, one tensor twice, views of outputs",
+                     Aliases, alias_inputs),
+        OutsideModel("strided_inputs", "transposed, expanded (stride 0) and sliced (offset, step 2) inputs",
+                     Strided, strided_inputs),
+        OutsideModel("zero_size_dims", "a size-0 feature dimension: cat, sum, mean, elementwise",
+                     ZeroSize, zero_inputs),
+        OutsideModel("uint8_bitwise", "uint8 arithmetic, xor/or/and/not/shifts, div trunc/floor, % and fmod",
+                     Bytes, byte_inputs),
+        OutsideModel("scatter_cumulative", "index_put(accumulate), index_add, scatter_reduce, masked_scatter, "
+                     "cum ops, bucketize, searchsorted, one_hot, stable sort", Scatters, scatter_inputs),
+        OutsideModel("data_dependent_shapes", "boolean indexing, nonzero, unique, masked_select",
+                     DataDependent, _features_of(12)),
+        OutsideModel("writes_inputs_and_state", "in-place writes to input views, a buffer written then read, "
+                     "a call counter", WritesState, lambda shape: _call(_randn(shape, _batch(shape), 8),
+                                                                        _randn(shape + 1, _batch(shape), 8))),
+        OutsideModel("torch_cond", "torch.cond on the data and on a shape, branches closing over modules",
+                     Branches, branch_inputs),
+        OutsideModel("mha_variants", "MultiheadAttention seq-first, kdim/vdim, bias_kv, zero_attn, per-head "
+                     "weights; need_weights=False with padding and float masks", Attention, mha_inputs),
+        OutsideModel("norms_pools", "LocalResponseNorm, InstanceNorm (running stats), MaxPool indices + "
+                     "MaxUnpool, ceil_mode AvgPool, AdaptiveMaxPool indices", NormsPools,
+                     lambda shape: _call(_randn(shape, _batch(shape), 4, (12, 10)[shape], 10))),
+        OutsideModel("embedding_bag_offsets", "EmbeddingBag(offsets, per_sample_weights, padding_idx), "
+                     "Embedding(padding_idx), one_hot", Bags, bag_inputs),
+        OutsideModel("packed_gru", "GRU on pack_padded_sequence (unsorted lengths), pad_packed_sequence",
+                     Packed, packed_inputs),
+        OutsideModel("conv_returned_views", "a Conv-BN-ReLU result returned twice and through view, flatten, "
+                     "permute and a slice", ConvolutionViews, _images((32, 24))),
+        OutsideModel("conv_variants", "padding='same' dilated, reflect/circular padding, grouped "
+                     "ConvTranspose2d with output_padding, Conv1d", Convolutions,
+                     lambda shape: _call(_randn(shape, _batch(shape), 4, (12, 9)[shape], 10))),
+    ]  # fmt: skip
+
+
+def _features_of(width: int) -> Callable[[int], Any]:
+    return lambda shape: _call(_randn(shape, _batch(shape), width))
+
+
+def _images(sizes: tuple[int, int]) -> Callable[[int], Any]:
+    return lambda shape: _call(_randn(shape, _batch(shape), 3, sizes[shape], sizes[shape]))
+
+
+def _ids(lengths: tuple[int, int], vocab: int) -> Callable[[int], Any]:
+    def make(shape: int) -> Any:
+        import torch
+
+        return _call(torch.randint(0, vocab, (_batch(shape), lengths[shape]), generator=_seeded(shape)))
+
+    return make
+
+
 # transformers: small configs (2 layers, width 64, 2-4 heads), inputs as transformers takes them.
 
 
@@ -768,6 +1226,22 @@ def _masked_patches(size: int, patch: int) -> Callable[[int], Any]:
         batch = _batch(shape)
         noise = torch.rand(batch, (size // patch) ** 2, generator=_seeded(shape))
         return _call(pixel_values=_randn(shape, batch, 3, size, size), noise=noise)
+
+    return make
+
+
+def _perceiver_bytes(length: int) -> Callable[[int], Any]:
+    """Perceiver's byte-level ``inputs`` (its MLM decoder queries every one of ``length``
+    positions, so both calls have that length) with an ``attention_mask``."""
+
+    def make(shape: int) -> Any:
+        import torch
+
+        batch = _batch(shape)
+        ids = torch.randint(0, 262, (batch, length), generator=_seeded(shape))
+        mask = torch.ones(batch, length, dtype=torch.int64)
+        mask[-1, length - 5 :] = 0
+        return _call(inputs=ids, attention_mask=mask)
 
     return make
 
@@ -898,6 +1372,30 @@ def _transformers_models() -> list[OutsideModel]:
          dict(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2), _pixels((32, 48))),
         ("hf_vitmae", "ViTMAEModel", "ViTMAEConfig", "last_hidden_state",
          dict(ENCODER, image_size=32, patch_size=8, mask_ratio=0.5), _masked_patches(32, 8)),
+        # the third round: other attention and recurrence schemes, seq2seq, video and time series
+        ("hf_xlnet", "XLNetModel", "XLNetConfig", "last_hidden_state",
+         dict(d_model=64, n_layer=2, n_head=4, d_inner=128, vocab_size=1000), _tokens(1000)),
+        ("hf_blenderbot_small", "BlenderbotSmallForConditionalGeneration", "BlenderbotSmallConfig", "logits",
+         dict(SEQ2SEQ, use_cache=False), _tokens(1000, decoder=(6, 4))),
+        ("hf_gpt_bigcode", "GPTBigCodeForCausalLM", "GPTBigCodeConfig", "logits",
+         dict(n_embd=64, n_layer=2, n_head=4, vocab_size=1000, multi_query=True, use_cache=False), _tokens(1000)),
+        ("hf_mamba", "MambaModel", "MambaConfig", "last_hidden_state",
+         dict(hidden_size=64, num_hidden_layers=2, vocab_size=1000, state_size=8, use_cache=False),
+         _tokens(1000, mask=False)),
+        ("hf_rwkv", "RwkvModel", "RwkvConfig", "last_hidden_state",
+         dict(hidden_size=64, num_hidden_layers=2, vocab_size=1000, attention_hidden_size=64, intermediate_size=128,
+              context_length=64, use_cache=False), _tokens(1000, mask=False)),
+        ("hf_perceiver_mlm", "PerceiverForMaskedLM", "PerceiverConfig", "logits",
+         dict(num_latents=16, d_latents=32, d_model=64, num_blocks=1, num_self_attends_per_block=2,
+              num_self_attention_heads=4, num_cross_attention_heads=4, vocab_size=262, max_position_embeddings=32,
+              qk_channels=32, v_channels=32), _perceiver_bytes(32)),
+        ("hf_videomae", "VideoMAEModel", "VideoMAEConfig", "last_hidden_state",
+         dict(ENCODER, image_size=32, patch_size=8, num_frames=4, tubelet_size=2),
+         lambda shape: _call(pixel_values=_randn(shape, _batch(shape), 4, 3, 32, 32))),
+        ("hf_patchtst", "PatchTSTModel", "PatchTSTConfig", "last_hidden_state",
+         dict(num_input_channels=3, context_length=32, patch_length=8, patch_stride=8, d_model=32,
+              num_hidden_layers=2, num_attention_heads=4, ffn_dim=64),
+         lambda shape: _call(past_values=_randn(shape, _batch(shape), 32, 3))),
     ]  # fmt: skip
     cases = [
         OutsideModel(name, f"transformers {cls}, small, {'its whole ModelOutput' if out is None else out}",
@@ -921,7 +1419,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 def outside_models() -> list[OutsideModel]:
     """Every model of the sweep, torch.nn ones first."""
-    return _torch_models() + _torch_pieces() + _transformers_models()
+    return _torch_models() + _torch_pieces() + _third_round() + _transformers_models()
 
 
 # --------------------------------------------------------------------------------------------
@@ -959,6 +1457,7 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
                       options: Any, plugin: bool) -> tuple[Check, Any]:  # fmt: skip
     """Prepare srbench on shape 0 under ``options`` and run the equivalence protocol; the runtime
     is returned for timing."""
+    from srbench.measure.aliasing import aliasing
     from srbench.measure.equivalence import EquivalenceError, check_equivalence
     from srbench.runtimes import RuntimeOptions, get_runtime
     from srbench.static import StaticModule
@@ -973,6 +1472,15 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
             runtime, calls[0], calls[1], expected[0], expected[1], rtol=case.rtol, atol=case.atol,
             outputs_may_be_reused=options.manage_output_tensors,
         )  # fmt: skip
+        call = calls[0].clone()
+        shared, eager_shared = (
+            aliasing(call.call(runtime), call),
+            aliasing(expected[0].outputs, expected[0].inputs_after),
+        )
+        if shared != eager_shared:
+            difference = next(f"{a[0]} shares memory with {a[1] or 'nothing'}, eager's with {b[1] or 'nothing'}"
+                              for a, b in zip(shared, eager_shared) if a != b)  # fmt: skip
+            return Check(Outcome.WRONG, f"outputs alias unlike eager's: {difference}"), None
     except EquivalenceError as error:
         return Check(Outcome.WRONG, _first_line(error)), None
     except Exception as error:  # the sweep reports every failure and goes on

@@ -19,6 +19,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from srbench.inputs import Inputs
+from srbench.measure.aliasing import aliasing
 from srbench.measure.equivalence import compare
 from srbench.options import id_parts
 from srbench.runtimes import intra_op_threads
@@ -64,37 +65,6 @@ def _exact(actual: Any, expected: Any, what: str) -> None:
     ):
         if isinstance(want, torch.Tensor):
             torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=f"{what} {pytree.keystr(path)}")
-
-
-def _byte_range(tensor: torch.Tensor) -> tuple[int, int, int]:
-    start = tensor.storage_offset() * tensor.element_size()
-    extent = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride())) if tensor.numel() else 0
-    return tensor.untyped_storage().data_ptr(), start, start + extent * tensor.element_size()
-
-
-def aliasing(outputs: Any, inputs: Inputs) -> list[tuple[str, list[str]]]:
-    """For every output tensor, the inputs and earlier outputs whose bytes it overlaps (and, for
-    an input or output it is, how): what eager's answer and a runtime's must have in common."""
-    named = [(f"input {path}", leaf) for path, leaf in inputs.with_paths()]
-    named += [(f"output {pytree.keystr(path)}", leaf) for path, leaf in pytree.tree_flatten_with_path(outputs)[0]]
-    tensors = [
-        (name, leaf)
-        for name, leaf in named
-        if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided and leaf.numel()  # sparse: no storage
-    ]
-    pattern = []
-    for index, (name, tensor) in enumerate(tensors):
-        if not name.startswith("output"):
-            continue
-        pointer, start, end = _byte_range(tensor)
-        overlaps = []
-        for other_name, other in tensors[:index]:
-            other_pointer, other_start, other_end = _byte_range(other)
-            if pointer == other_pointer and start < other_end and other_start < end:
-                same = (start, tensor.shape, tensor.stride()) == (other_start, other.shape, other.stride())
-                overlaps.append(other_name + (" (the same view)" if same else " (overlapping)"))
-        pattern.append((name, overlaps))
-    return pattern
 
 
 @pytest.fixture(scope="session")
