@@ -69,3 +69,24 @@ def test_a_rewritten_convolution_returned_with_its_views_aliases_as_in_eager(con
     fused = [rewrite.outcome.value for rewrite in module.prepared.rewrites if rewrite.pass_name == "fused_convolution"]
     if torch.backends.mkldnn.is_available() and not options.decompose:
         assert fused == ["applied"]
+
+
+class NormedAcrossChannels(nn.Module):
+    """BatchNorm1d over the channels of a (batch, length, channels) sequence, then a Linear: as
+    PatchTST normalises its patches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm1d(32)
+        self.linear = nn.Linear(32, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.norm(x.transpose(1, 2)).transpose(1, 2))
+
+
+def test_a_view_whose_input_runs_in_another_layout_than_captured(conformance, static_options):
+    """``_native_batch_norm_legit_no_training``'s fake result is strided like its transposed
+    input; the CPU kernel's is contiguous. ``decompose`` lowers ``linear`` to a ``view`` that holds
+    only for the fake strides, and preparing failed ('view size is not compatible'). Such a view,
+    where nothing writes through it, runs as ``reshape`` (a copy)."""
+    conformance(NormedAcrossChannels().eval(), (randn(3, 4, 32),), (randn(2, 6, 32, seed=1),), static_options)

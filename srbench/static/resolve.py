@@ -51,6 +51,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from srbench.graph.nodes import written_arguments
 from srbench.memory.lifetimes import has_static_geometry
 from srbench.memory.records import align_up
 from srbench.static.calls import (
@@ -506,6 +507,12 @@ class Resolver:
         those run as they are at every run and are never made once."""
         kind = op_kind(op)
         ok, reference = self._reference(node, op)
+        if not ok and self._reshapes_in_another_layout(node, op):
+            reshape = Call("aten.reshape.default", torch.ops.aten.reshape.default, node.args)
+            ok, reference = _try(partial(invoke, reshape, self.env))
+            if ok:
+                self.env[node.name] = reference
+                return Resolution(node.name, kind, Category.COPYING_VIEW, native=reshape)
         if not ok:
             raise UnsupportedOpError(kind, node.name, f"the view failed on the example inputs: {reference}")
         self.env[node.name] = reference
@@ -528,6 +535,25 @@ class Resolver:
                 working.append((call, ()))
         fastest, _ = self._fastest(working, self._barrier(node))
         return Resolution(node.name, kind, category, native=fastest or self._as_is(node, op))
+
+    def _reshapes_in_another_layout(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> bool:
+        """Whether a ``view`` that failed asks only for its input's values in another shape, its
+        input laid out otherwise than captured: a kernel's result can have other strides than its
+        metadata says (``_native_batch_norm_legit_no_training`` on a transposed input is contiguous,
+        its fake result strided like the input), and ``decompose`` lowers ``linear`` to a ``view``
+        that holds only for the fake strides. It then runs as ``reshape`` (a copy), where nothing
+        writes through the view or its input, so no one can tell a copy from a view."""
+        viewed = node.args[0]
+        if op is not torch.ops.aten.view.default or not isinstance(viewed, torch.fx.Node):
+            return False
+        captured, real = viewed.meta.get("val"), self.env.get(viewed.name)
+        if not isinstance(captured, torch.Tensor) or not isinstance(real, torch.Tensor):
+            return False
+        if tuple(captured.shape) != tuple(real.shape) or tuple(captured.stride()) == tuple(real.stride()):
+            return False
+        return not any(
+            written in (node, viewed) for user in (*node.users, *viewed.users) for written in written_arguments(user)
+        )
 
     def _one_call_view(
         self, node: torch.fx.Node, op: torch._ops.OpOverload, reference: Any, aliases: bool
