@@ -314,6 +314,7 @@ def test_serving_is_dropped_where_it_measures_a_higher_peak():
 
 SCRATCH_SEEN: list[int] = []  # where the op below found its scratch, run by run
 SCRATCH_ROWS: list[int] = []  # rows of scratch the op below takes where not the input's
+AFTER_RESULT: list[Callable[[], None]] = []  # called by the op below once its result is allocated
 
 
 @torch.library.custom_op("srbench_test::scratch_then_result", mutates_args=())
@@ -323,7 +324,10 @@ def scratch_then_result(x: torch.Tensor) -> torch.Tensor:
     scratch = x.new_empty((*SCRATCH_ROWS[-1:], *x.shape[1:]) if SCRATCH_ROWS else x.shape).exp_()
     SCRATCH_SEEN.append(scratch.data_ptr())
     del scratch
-    return x * 2
+    result = x * 2
+    for probe in AFTER_RESULT:
+        probe()
+    return result
 
 
 @scratch_then_result.register_fake
@@ -429,3 +433,75 @@ def test_an_op_with_scratch_served_gives_eager_results_under_more_threads_than_p
         (torch.randn(2, 10, 32),),
         lambda module: bool(_served_plan(module, "_transformer_encoder_layer_fwd").serves.scratch),
     )
+
+
+class ScratchyThrice(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return scratch_then_result(scratch_then_result(scratch_then_result(x)))  # the last result: the output
+
+
+@needs_hook
+def test_a_segment_is_given_back_within_the_op_that_allocates_the_output():
+    """The second op's result is the model's output: never served (the caller owns its bytes),
+    allocated after its scratch is freed. Its scratch is served all the same, in a segment of
+    the slab that the hook gives back right before that allocation, so the output takes memory
+    the slab no longer holds, as eager's freed scratch (slab and output: two tensors of x's size
+    at once, where a slab held to the op's end makes three). The estimate's choice serves the
+    first op's result alone, at the same measured peak: the program managing more is kept."""
+    x = torch.randn(256, 64)
+    nbytes = x.numel() * 4
+    model = ScratchyThrice().eval()
+    module = StaticModule(model, (x,), StaticOptions())
+    *earlier, last = [plan for plan in module.prepared.plans if plan.kind.endswith("scratch_then_result")]
+    assert all(plan.how is RunAs.SERVED and plan.serves.results for plan in earlier)
+    assert last.how is RunAs.SERVED and not last.serves.results and last.serves.unserved and last.serves.scratch
+    assert module.prepared.managed_share == 1.0
+    (within,) = [segment for segment in module.prepared.program.slab.segments if segment.release_within is not None]
+    assert within.release_after == last.node.name
+    assert within.release_within == last.serves.unserved[0].allocation
+    unserved = StaticModule(model, (x,), StaticOptions(serve_fallbacks=False))
+    peak = measured_peak(module, module.prepared, (x,))
+    assert peak <= measured_peak(unserved, unserved.prepared, (x,))
+    assert peak < 3 * nbytes
+    runtime = module.runtime()
+    held: list[int] = []
+    AFTER_RESULT.append(lambda: held.append(runtime.slab_bytes))
+    try:
+        with torch.no_grad():
+            outputs = [runtime(x) for _ in range(2)]
+    finally:
+        AFTER_RESULT.clear()
+    expected = x * 8
+    assert all(torch.equal(output, expected) for output in outputs)  # each its own bytes
+    assert outputs[0].data_ptr() != outputs[1].data_ptr()
+    # once the last op's output is allocated, the slab holds only the segment it keeps
+    full = module.prepared.slab_bytes
+    assert len(held) == 6 and max(held) == full
+    assert held[2::3] == [full - within.size] * 2
+
+
+@needs_hook
+def test_the_hook_gives_a_segment_back_only_once_its_served_allocations_are_freed():
+    library = serving_library()
+    assert library is not None
+    probe = torch.empty(4096, dtype=torch.uint8)
+    sequence = library.sequence((1024, 2048), (0,), 1, (0,))  # release before the second allocation
+
+    def run(keep_scratch: bool, second: int = 2048) -> int:
+        segment = torch.empty(8192, dtype=torch.uint8).untyped_storage()
+        library.arm(sequence, probe.data_ptr(), segment._cdata)
+        try:
+            scratch = torch.empty(1024, dtype=torch.uint8)
+            assert scratch.data_ptr() == probe.data_ptr()
+            if not keep_scratch:
+                del scratch
+            torch.empty(second, dtype=torch.uint8)
+        finally:
+            library.disarm()
+        return segment.nbytes()
+
+    assert run(keep_scratch=False) == 0
+    assert run(keep_scratch=True) == 8192  # a served allocation in it still alive: kept
+    assert run(keep_scratch=False, second=4096) == 8192  # another path than recorded: kept
+    with pytest.raises(TypeError):
+        library.arm(sequence, probe.data_ptr())  # its storage missing

@@ -38,6 +38,7 @@ from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
 from srbench.static.slab_schedule import Release, SlabLayout
 
 if TYPE_CHECKING:
+    from srbench.static.mid_op_release import ReleaseWithin
     from srbench.static.stream_code import StreamProgram
 
 INDENT = "        "
@@ -251,6 +252,9 @@ class CodeWriter:
         self.signature = signature
         self.cleanup_slab_bytes: int | None = None  # the slab's size, taken whole at the start (streams)
         self.slab_layout: SlabLayout | None = None  # set by assemble: the segments cleanup takes and gives back
+        # served ops that give a slab segment back part-way (srbench.static.mid_op_release); set
+        # before node_bodies
+        self.releases_within: Mapping[str, ReleaseWithin] = {}
         self.returned_inputs = dict(returned_inputs or {})
         # a program made for inputs that share memory (torch.export folds the same tensor given
         # twice into one placeholder), or one that is exact only for inputs that do not, checks
@@ -467,8 +471,12 @@ class CodeWriter:
         if library is None:
             raise ValueError(f"node {plan.node.name!r} is served but the allocator hook is missing")
         arm, disarm = self.constant(library.arm, "arm"), self.constant(library.disarm, "disarm")
-        sequence = self.constant(plan.serves.sequence(), f"serve_{plan.node.name}")
+        within = self.releases_within.get(plan.node.name)
+        handle = plan.serves.sequence(*((within.allocation, within.released) if within else ()))
+        sequence = self.constant(handle, f"serve_{plan.node.name}")
         addresses = [f"{self.managed_name(region)}.data_ptr()" for region, _ in plan.served_regions]
+        if within is not None:  # the storage the hook resets (the code gives it back after the op too)
+            addresses.append(f"{Hook.slab(within.segment)}._cdata")
         local = f"v_{plan.node.name}"
         self.locals.add(local)
         self.expr[plan.node.name] = local

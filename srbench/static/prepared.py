@@ -46,6 +46,7 @@ from srbench.static.codegen import CodeWriter, Program, ReturnedInput
 from srbench.static.errors import UnsupportedOpError
 from srbench.static.hosting import RunBuffer, hostable, output_hosts, run_buffers
 from srbench.static.intra_op import Timeline
+from srbench.static.mid_op_release import ReleaseWithin, find_cut, zoned_layout, zoned_plan
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import Resolution, resolve
@@ -276,7 +277,8 @@ def _served_where_the_estimate_allows(
     """The servings to try (:mod:`srbench.static.serving`): ``resolutions`` with a serving kept
     only for the fallback results that, taken in graph order, do not raise the run's estimated
     peak, each with its op's scratch where that estimates lower; then, where ops have scratch,
-    every result served with every op's scratch. And why none of the first is, where the
+    every result served with every op's scratch (an op whose results are not served, such as
+    the one making the model's output, with its scratch alone). And why none of the first is, where the
     estimate leaves none. A served result's bytes stay held in the slab (whole, or in
     its segment) where eager frees and reuses them, so serving a result that lives across the
     run's peak can add to it (``transformer_encoder``'s four fused layers: serving the first and
@@ -402,10 +404,12 @@ def prepare_graph(
     a program holds at its peak, measured; where given, fallback results are served from the slab
     (:mod:`srbench.static.serving`) only if that does not raise it: a served result's bytes stay
     held in the slab where eager may have freed and reused them (``transformer_encoder``'s fused
-    layers: 1,152 KiB with results served, 2,048 with their scratch too, as the last layer, whose
-    result is the output and is not served, takes its scratch beside the slab; 1,024 KiB not
-    served, as eager), and where it pays cannot be told from the plan alone (it does not see the
-    scratch of unserved ops, of oneDNN, of worker threads)."""
+    layers: 1,152 KiB with the first and third layers' results served, 1,280 with every layer's
+    scratch too, as the last layer's output, never served, comes on top of the slab; 1,024 KiB
+    not served, as eager; 1,024 with everything served and the slab planned to be given back in
+    part before that output is made, :mod:`srbench.static.mid_op_release`), and where it pays
+    cannot be told from the plan alone (it does not see the scratch of unserved ops, of oneDNN, of
+    worker threads). Of equal peaks, the program managing more bytes is kept."""
     start = time.perf_counter()
     inputs = inputs.canonical()  # the placeholders follow the keyword arguments' name order
     signature = InputSignature.of(inputs, argument_names)
@@ -470,8 +474,10 @@ def prepare_graph(
             return [total] * len(steps)
         return slab_layout(steps, records, plan.plan.offsets, total, frozenset(steps), lazy).held(steps)
 
-    def finish(options: StaticOptions, resolutions: Mapping[str, Resolution]) -> PreparedGraph:
-        """The program from here on under ``resolutions``: how each node runs, the plan, the code."""
+    def finish(options: StaticOptions, resolutions: Mapping[str, Resolution], zone: bool = False) -> PreparedGraph:
+        """The program from here on under ``resolutions``: how each node runs, the plan, the code;
+        with ``zone``, the slab planned to be given back in part within a served op, where it can
+        be (:mod:`srbench.static.mid_op_release`)."""
         plain_plans = Chooser(graph, resolutions, analysis, options, constant_nodes, device).plans()
         reuses = dying_input_reuses(graph, plain_plans, analysis)
         # planned again with each such result in its input's storage
@@ -590,14 +596,22 @@ def prepare_graph(
 
         def one_stream(choice: _Choice, **streams: Any) -> PreparedGraph:
             choice = with_hosting(choice)
-            plan = planned(choice.slab_records, options.planner)
+            cut = find_cut(steps, choice.plans, timeline) if zone and options.cleanup_activations else None
+            zoned = zoned_plan(timeline.refine(choice.slab_records), cut, options.planner) if cut else None
+            plan = zoned.result if zoned else planned(choice.slab_records, options.planner)
             if choice.hosting.plans:
                 outputs = choice.analysis.output_records
                 validate_hosting(choice.slab_records, plan.plan if plan else None, outputs, choice.hosting)
             writer = writer_of(CodeWriter, choice)
+            if zoned is not None:  # every node counted as running code: the segments are the same
+                segments = zoned_layout(steps, choice.slab_records, zoned, lazy_release=lazy)
+                within = ReleaseWithin.of(zoned, segments, choice.plans)
+                writer.releases_within = {zoned.cut.node: within} if within else {}
             bodies = writer.node_bodies()
             output_plan = _plan(choice.arena_records, options.planner)
-            program = writer.assemble(bodies, slab_cleanup(choice, plan, bodies))
+            runs_code = frozenset(name for name, _ in bodies)
+            layout = zoned_layout(steps, choice.slab_records, zoned, runs_code, lazy) if zoned else None
+            program = writer.assemble(bodies, layout or slab_cleanup(choice, plan, bodies))
             return prepared_with(choice, plan, output_plan, program, **streams)
 
         single = choose(reuse=True)
@@ -641,6 +655,10 @@ def prepare_graph(
             resolutions, plans_of, analysis, slab_held, timeline
         )
     finished = [finish(options, trial) for trial in trials[: 1 if measure_peak is None else None]]
+    if measure_peak is not None and options.cleanup_activations and options.streams == 1:
+        # each trial whose slab can be given back in part within a served op, so planned: measured too
+        cuttable = [trial for trial in trials if find_cut(steps, plans_of(trial), timeline)]
+        finished += [finish(options, trial, zone=True) for trial in cuttable]
     served = [prepared for prepared in finished if any(plan.how is RunAs.SERVED for plan in prepared.plans)]
     if not served:
         prepared = finished[0]
@@ -649,8 +667,12 @@ def prepare_graph(
         return served[0]
     unserved = finish(replace(options, serve_fallbacks=False), resolutions)
     without = measure_peak(unserved)
-    # the lowest measured peak; where equal, the first (the estimate's choice)
-    with_serving, best = min(((measure_peak(prepared), index) for index, prepared in enumerate(served)))
+    # the lowest measured peak; where equal, the one managing most bytes, then the first (the
+    # estimate's choice): a program giving the slab back within an op reaches eager's peak
+    # with every result served, where the estimate's may serve fewer
+    with_serving, _, best = min(
+        (measure_peak(prepared), -prepared.managed_bytes, index) for index, prepared in enumerate(served)
+    )
     if with_serving <= without:
         return served[best]
     reason = (

@@ -3,7 +3,7 @@
 Ops without a real out kernel (``layer_norm``, ``scaled_dot_product_attention``,
 ``embedding_bag``, ``lstm``, the fused transformer encoder layer) allocate their results through
 the CPU allocator. A small C++ extension (``csrc/slab_serving.cpp``, built at first use with
-``torch.utils.cpp_extension``, cached per torch version) installs an allocator over the CPU one
+``torch.utils.cpp_extension``, cached per torch version and source) installs an allocator over the CPU one
 that, while the calling thread is *armed*, serves the allocations that become the op's results at
 the slab addresses planned for them, and delegates every other allocation. No library offers this
 hook on CPU (see the C++ file), so it is written here.
@@ -24,6 +24,7 @@ their ops; :func:`unavailable_reason` says why, and ``srbench profile`` prints i
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from typing import Any
 
 import torch
 
-from srbench.memory.records import align_up
+from srbench.memory.records import DEFAULT_ALIGNMENT, align_up
 from srbench.static.calls import Call, invoke
 
 _SOURCE = Path(__file__).parent / "csrc" / "slab_serving.cpp"
@@ -71,25 +72,29 @@ class ServedScratch:
 
 @dataclass(frozen=True)
 class Serving:
-    """What to serve of one op's allocations: ``sizes`` of its allocations up to the last one
-    served, in order, the ``results`` and the ``scratch`` served, and the number of ``events``
-    (allocations and frees) of the op's recording, the sub-steps of the op's time in the plan."""
+    """What to serve of one op's allocations: ``sizes`` of all its allocations, in order, the
+    ``results`` and the ``scratch`` served, the number of ``events`` (allocations and frees) of
+    the op's recording, the sub-steps of the op's time in the plan, and the results found but
+    left to the op (``unserved``: outputs, or results serving would hold longer than eager)."""
 
     sizes: tuple[int, ...]
     results: tuple[ServedResult, ...]
     scratch: tuple[ServedScratch, ...] = ()
     events: int = 1
+    unserved: tuple[ServedResult, ...] = ()
 
     def only(self, positions: Collection[int], *, scratch: bool = True) -> Serving | None:
-        """This serving with only the results at ``positions`` (``None`` if none is left), and its
-        scratch only with ``scratch``."""
-        results = tuple(result for result in self.results if result.result in positions)
-        if not results:
-            return None
+        """This serving with only the results at ``positions``, and its scratch only with
+        ``scratch``; ``None`` where nothing is left to serve. Scratch alone is served too: an op
+        whose result is the model's output can still take its scratch from the slab, and a run
+        can give the slab's segment of that scratch back before the op allocates the output
+        (:mod:`srbench.static.mid_op_release`)."""
+        results = tuple(result for result in (*self.results, *self.unserved) if result.result in positions)
         kept = self.scratch if scratch else ()
-        served: tuple[ServedResult | ServedScratch, ...] = (*results, *kept)
-        last = max(allocation.allocation for allocation in served)
-        return Serving(self.sizes[: last + 1], results, kept, self.events)
+        if not results and not kept:
+            return None
+        unserved = tuple(result for result in (*self.results, *self.unserved) if result not in results)
+        return Serving(self.sizes, results, kept, self.events, tuple(sorted(unserved, key=lambda r: r.allocation)))
 
     def peak_scratch(self) -> int:
         """The most bytes of its scratch the op holds at once (what eager's allocator holds for it)."""
@@ -103,14 +108,21 @@ class Serving:
             peak = max(peak, live)
         return peak
 
-    def sequence(self) -> Any:
+    def sequence(self, release_at: int | None = None, released: Collection[int] = ()) -> Any:
         """The extension's handle for this serving (what the generated code arms with: the
-        address of each result, then of each scratch allocation)."""
+        address of each result, then of each scratch allocation). With ``release_at``, the
+        allocation right before which the run gives back a slab segment holding the served
+        allocations at positions ``released`` (of :meth:`allocations`; the code then arms with
+        that segment's storage too)."""
         library = serving_library()
         if library is None:
             raise RuntimeError(f"fallback results cannot be served: {unavailable_reason()}")
         served = tuple(allocation.allocation for allocation in self.allocations())
-        return library.sequence(self.sizes, served)
+        last = max((*served, -1 if release_at is None else release_at))
+        sizes = self.sizes[: last + 1]  # allocations after the last one that matters are not checked
+        if release_at is None:
+            return library.sequence(sizes, served)
+        return library.sequence(sizes, served, release_at, tuple(released))
 
     def allocations(self) -> tuple[ServedResult | ServedScratch, ...]:
         """The allocations served, in the order they are armed: the results, then the scratch."""
@@ -123,7 +135,10 @@ def _load() -> tuple[ModuleType | None, str | None]:
     try:
         from torch.utils.cpp_extension import load
 
-        name = "srbench_slab_serving_" + re.sub(r"\W", "_", torch.__version__)
+        # named by its source too: checkouts of other versions share torch's extensions folder, and
+        # one building its source under the same name would replace the library another loads
+        digest = hashlib.sha1(_SOURCE.read_bytes()).hexdigest()[:10]
+        name = "srbench_slab_serving_" + re.sub(r"\W", "_", torch.__version__) + "_" + digest
         library = load(name, [str(_SOURCE)], extra_cflags=["-O2"], is_python_module=True, verbose=False)
     except Exception as error:  # no compiler, no ninja, a failed build: srbench runs without serving
         first = str(error).strip().splitlines()
@@ -175,7 +190,8 @@ def find_serving(call: Call, env: Mapping[str, Any]) -> Serving | None:
         if nbytes is not None:
             opened[address] = (len(sizes), event)
             sizes.append(nbytes)
-        elif (found := opened.pop(address, None)) is not None and sizes[found[0]] > 0:
+        elif (found := opened.pop(address, None)) is not None and sizes[found[0]] >= DEFAULT_ALIGNMENT:
+            # smaller scratch is left to the op: in the slab it would take a whole aligned slot
             scratch.append(ServedScratch(found[0], sizes[found[0]], found[1], event))
     served: list[ServedResult] = []
     taken: set[int] = set()
@@ -187,7 +203,7 @@ def find_serving(call: Call, env: Mapping[str, Any]) -> Serving | None:
         if found is not None and found[0] not in taken and sizes[found[0]] == storage.nbytes():
             taken.add(found[0])
             served.append(ServedResult(position, found[0], storage.nbytes(), found[1]))
-    if not served or len(served) > MAX_SERVED:
+    if not served or len(served) > MAX_SERVED:  # an op with no result of its own has nothing to serve
         return None
     # the largest scratch where an op has more than the arm table takes (none seen so far)
     scratch = sorted(sorted(scratch, key=lambda s: -s.nbytes)[: MAX_SERVED - len(served)], key=lambda s: s.allocation)

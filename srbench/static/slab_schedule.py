@@ -19,6 +19,10 @@ slab follows the plan:
   every page faults at every run: it keeps its storage, and its pages are given back to the OS
   lazily after each run instead (:class:`Release`, :mod:`srbench.static.page_release`).
 
+A segment is given back within an op, where the allocator hook serves that op's scratch and the
+op then allocates what the slab does not hold (the model's output): see
+:mod:`srbench.static.mid_op_release`, which plans the slab for it.
+
 Cutting one storage down instead (``resize_`` to fewer bytes) would copy what it keeps into a
 new allocation while the old one is still held: more memory at the moment of the cut, not less.
 How much the cuts give back depends on where the planner put the late records; the planner is
@@ -55,13 +59,15 @@ class Release(enum.Enum):
 class SlabSegment:
     """Plan offsets ``[start, start + size)`` as one storage, taken right before ``take_before``
     runs and given back right after ``release_after`` (``None``: at the start, at the end of the
-    run)."""
+    run); with ``release_within``, given back by the allocator hook within ``release_after``'s
+    op, right before its allocation of that index (:mod:`srbench.static.mid_op_release`)."""
 
     start: int
     size: int
     take_before: str | None = None
     release_after: str | None = None
     release: Release = Release.RESIZE
+    release_within: int | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +168,21 @@ def slab_layout(
     if not records:  # nothing to cut (a batch of 0 plans only empty tensors): one storage
         return SlabLayout.whole(total)
     starts = [0, *sorted(_cuts(records, offsets, [name in runs_code for name in steps]))]
+    return segments_at(steps, records, offsets, starts, total, runs_code, lazy_release)
+
+
+def segments_at(
+    steps: Sequence[str],
+    records: Sequence[TensorUsageRecord],
+    offsets: Mapping[str, int],
+    starts: Sequence[int],
+    total: int,
+    runs_code: frozenset[str],
+    lazy_release: bool,
+) -> SlabLayout:
+    """The segments of a slab of ``total`` bytes cut at ``starts`` (the first 0; no record of
+    ``records``, all of some size, straddles one), each taken before its records' first step and
+    given back after their last (see :func:`slab_layout`); a segment holding none is left out."""
     bounds = [*starts, total]
     segments = []
     for index, start in enumerate(starts):

@@ -32,6 +32,16 @@
 // its data pointer, so c10's raw_allocate, which asserts that they are equal, fails loudly
 // instead of handing slab memory to a caller that would free() it.
 //
+// A sequence can also give slab segments back part-way through the op (sequence(..., release_at,
+// released)): right before the allocation with index release_at (the result the op allocates once
+// its scratch is freed, an output the slab does not serve), the storages armed for it are reset
+// (their memory freed, their size 0; the run takes them again next time with resize_), so that
+// allocation lands in memory the slab no longer holds, as eager's allocator reuses freed scratch.
+// The plan lays out only records dead by then in those segments; the hook checks it at run time
+// too: each served allocation in a released segment counts as pending until its DataPtr is freed,
+// and the storages are reset only if none is pending (and the thread is still armed, i.e. every
+// size so far was the recorded one). Otherwise they are given back after the op, as before.
+//
 // The functions are plain CPython functions (METH_FASTCALL): one call costs well under a
 // microsecond, which matters on models whose ops take a few microseconds each.
 
@@ -39,6 +49,9 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/StorageImpl.h>
+
+#include <atomic>
 
 #include <cstdint>
 #include <vector>
@@ -54,6 +67,9 @@ struct Sequence {
   std::vector<size_t> sizes;    // the op's allocations, in order, up to the last one served
   std::vector<int64_t> served;  // the indices served, in the order arm() gives their addresses
   std::vector<int32_t> slot;    // per index of sizes: its position in served, or -1
+  int64_t release_at = -1;      // the index of sizes before which the armed storages are reset, or -1
+  std::vector<bool> released;   // per position in served: whether it lies in a released storage
+  Py_ssize_t storages = 0;      // storages arm() takes after the addresses: 1 if release_at >= 0
 };
 
 // One event of a recording: an allocation (its size and address) or a free (of an address).
@@ -70,6 +86,9 @@ struct ThreadState {
   PyObject* held = nullptr;
   std::vector<void*> addresses = std::vector<void*>(kMaxServed);
   size_t count = 0;  // allocations counted since arm()
+  c10::StorageImpl* release = nullptr;  // the storage to reset at the sequence's release_at
+  // served allocations in the released storage not yet freed (decremented by their deleter)
+  std::atomic<int64_t> pending{0};
   std::vector<Event> log;
 };
 
@@ -81,6 +100,10 @@ thread_local bool recording = false;
 char served_context;  // the context of every served DataPtr: never its data pointer
 
 void free_nothing(void*) {}
+
+// The deleter of a served allocation in a storage released part-way through the op: its context
+// is the arming thread's pending count.
+void free_pending(void* context) { static_cast<std::atomic<int64_t>*>(context)->fetch_sub(1); }
 
 // The base allocator's deleter, and one that logs the free on a recording thread before calling
 // it: a recording swaps it into the DataPtrs it delegates (data and context stay the same), so
@@ -104,8 +127,16 @@ class SlabServingAllocator final : public c10::Allocator {
       if (sequence.sizes[index] != nbytes) {
         s.armed = nullptr;  // another path than the recorded one: serve nothing more
       } else {
-        if (index + 1 == sequence.sizes.size()) s.armed = nullptr;  // the last served index
+        if (index + 1 == sequence.sizes.size()) s.armed = nullptr;  // the last index of the sequence
+        if (static_cast<int64_t>(index) == sequence.release_at && s.release != nullptr && s.pending.load() == 0) {
+          s.release->reset();  // frees the segment's memory: what this allocation may take
+          s.release = nullptr;
+        }
         int32_t slot = sequence.slot[index];
+        if (slot >= 0 && sequence.released[slot]) {
+          s.pending.fetch_add(1);
+          return {s.addresses[slot], &s.pending, &free_pending, c10::Device(c10::DeviceType::CPU)};
+        }
         if (slot >= 0) return {s.addresses[slot], &served_context, &free_nothing, c10::Device(c10::DeviceType::CPU)};
       }
     }
@@ -150,11 +181,14 @@ void free_sequence(PyObject* capsule) {
   delete static_cast<Sequence*>(PyCapsule_GetPointer(capsule, kSequenceName));
 }
 
-// sequence(sizes, served): sizes, a tuple of the op's allocation sizes up to the last served one;
-// served, a tuple of the indices to serve (at most kMaxServed, each below len(sizes)).
+// sequence(sizes, served[, release_at, released]): sizes, a tuple of the op's allocation sizes up
+// to the last one served (or release_at); served, a tuple of the indices to serve (at most
+// kMaxServed, each below len(sizes)); release_at, the index of sizes before which the storage
+// armed after the addresses is reset; released, a tuple of the positions in served lying in it.
 PyObject* sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "sequence takes two tuples: sizes, served indices");
+  if ((nargs != 2 && nargs != 4) || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1]) ||
+      (nargs == 4 && (!PyLong_Check(args[2]) || !PyTuple_Check(args[3])))) {
+    PyErr_SetString(PyExc_TypeError, "sequence takes sizes, served indices[, release index, released positions]");
     return nullptr;
   }
   auto* made = new Sequence();
@@ -172,9 +206,24 @@ PyObject* sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     valid = index >= 0 && static_cast<size_t>(index) < made->sizes.size() && made->slot[index] < 0;
     if (valid) made->slot[index] = static_cast<int32_t>(k);
   }
+  made->released.assign(made->served.size(), false);
+  if (nargs == 4 && valid) {
+    made->release_at = PyLong_AsLongLong(args[2]);
+    made->storages = 1;
+    valid = !PyErr_Occurred() && made->release_at >= 0 && static_cast<size_t>(made->release_at) < made->sizes.size();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[3]) && valid; ++i) {
+      long long position = PyLong_AsLongLong(PyTuple_GET_ITEM(args[3], i));
+      valid = !PyErr_Occurred() && position >= 0 && static_cast<size_t>(position) < made->served.size();
+      if (valid) made->released[position] = true;
+    }
+  }
   if (!valid) {
     delete made;
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "served indices must be 1 to 1024 distinct indices into sizes");
+    if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_ValueError,
+                      "served indices must be 1 to 1024 distinct indices into sizes, the release index one "
+                      "too, the released positions positions in served");
+    }
     return nullptr;
   }
   PyObject* capsule = PyCapsule_New(made, kSequenceName, free_sequence);
@@ -182,19 +231,27 @@ PyObject* sequence(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return capsule;
 }
 
-// arm(sequence, address...): one address for each served index of the sequence, in its order.
+// arm(sequence, address...[, storage]): one address for each served index of the sequence, in its
+// order; then, for a sequence with a release index, the address of the c10::StorageImpl to reset
+// there (an UntypedStorage's _cdata; the caller keeps the storage alive until disarm()).
 PyObject* arm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   ThreadState& s = state;
   s.armed = nullptr;
+  s.release = nullptr;
   auto* armed = nargs > 0 ? static_cast<const Sequence*>(PyCapsule_GetPointer(args[0], kSequenceName)) : nullptr;
-  if (armed == nullptr || static_cast<size_t>(nargs - 1) != armed->served.size()) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "arm takes a sequence and one address per served index");
+  auto addresses = armed != nullptr ? static_cast<Py_ssize_t>(armed->served.size()) : 0;
+  if (armed == nullptr || nargs - 1 != addresses + armed->storages) {
+    if (!PyErr_Occurred()) {
+      PyErr_SetString(PyExc_TypeError, "arm takes a sequence, one address per served index and its storage to release");
+    }
     return nullptr;
   }
-  for (Py_ssize_t k = 1; k < nargs; ++k) {
+  for (Py_ssize_t k = 1; k <= addresses; ++k) {
     s.addresses[k - 1] = PyLong_AsVoidPtr(args[k]);
   }
+  if (armed->storages > 0) s.release = static_cast<c10::StorageImpl*>(PyLong_AsVoidPtr(args[addresses + 1]));
   if (PyErr_Occurred()) return nullptr;
+  s.pending.store(0);
   Py_INCREF(args[0]);
   Py_XSETREF(s.held, args[0]);
   s.count = 0;
@@ -204,6 +261,7 @@ PyObject* arm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyObject* disarm(PyObject*, PyObject*) {
   state.armed = nullptr;
+  state.release = nullptr;
   Py_CLEAR(state.held);
   Py_RETURN_NONE;
 }
@@ -237,9 +295,9 @@ PyObject* recorded(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"install", install, METH_NOARGS, "Install the serving allocator over the CPU allocator; False if refused."},
     {"sequence", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(sequence)), METH_FASTCALL,
-     "What to serve of one op's allocations: sequence(sizes, served indices)."},
+     "What to serve of one op's allocations: sequence(sizes, served indices[, release index, released positions])."},
     {"arm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(arm)), METH_FASTCALL,
-     "Serve this thread's allocations of a sequence: arm(sequence, address...)."},
+     "Serve this thread's allocations of a sequence: arm(sequence, address...[, storage to release])."},
     {"disarm", disarm, METH_NOARGS, "Serve nothing more on this thread."},
     {"record", record, METH_NOARGS, "Record this thread's allocations and frees."},
     {"recorded", recorded, METH_NOARGS,
