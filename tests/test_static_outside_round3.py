@@ -90,3 +90,35 @@ def test_a_view_whose_input_runs_in_another_layout_than_captured(conformance, st
     only for the fake strides, and preparing failed ('view size is not compatible'). Such a view,
     where nothing writes through it, runs as ``reshape`` (a copy)."""
     conformance(NormedAcrossChannels().eval(), (randn(3, 4, 32),), (randn(2, 6, 32, seed=1),), static_options)
+
+
+class SeededNoise(nn.Module):
+    """Noise from a generator made and seeded in forward: the same noise at every eager call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(7)
+        return x + torch.randn(x.shape, generator=generator)
+
+
+class OwnNoise(nn.Module):
+    """Noise from the model's own generator, which eager advances call by call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generator = torch.Generator().manual_seed(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.randn(x.shape, generator=self.generator)
+
+
+@pytest.mark.parametrize("model_class", [SeededNoise, OwnNoise])
+def test_a_model_drawing_from_its_own_generator_is_refused(model_class):
+    """``torch.export`` lifts a copy of the generator, taken at capture, into the graph: the
+    program drew from that copy, advanced by every run and by prepare-time timing, and gave other
+    numbers than eager from the first call on (a generator seeded in forward gives eager the same
+    noise at every call). No captured program can give eager's numbers: preparing is refused."""
+    from srbench.graph.capture import CaptureError
+    from srbench.static import StaticModule
+
+    with pytest.raises(CaptureError, match=r"torch\.Generator"):
+        StaticModule(model_class(), (randn(2, 3),), StaticOptions())

@@ -64,6 +64,16 @@ def model_source_line(error: BaseException) -> str | None:
     return None
 
 
+# Why a graph that draws from a torch.Generator is refused: the numbers would not be eager's.
+_GENERATOR = (
+    "the model draws random numbers from a torch.Generator of its own; torch.export lifts a copy of "
+    "it into the graph, taken at capture time, so the program's numbers would follow that copy: not "
+    "the model's generator, which eager advances call by call, nor a generator made in forward, "
+    "which eager makes (and seeds) anew at every call. Draw from the global generator, or pass the "
+    "random values in as an input"
+)
+
+
 def _reason(error: BaseException) -> str:
     """Why ``torch.export`` stopped, in one line; a branch on a tensor's value says what to do."""
     if isinstance(error, GuardOnDataDependentSymNode):
@@ -158,4 +168,6 @@ def capture(
                 exported = _without_effect_tokens(_decomposed(exported))
     except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
         raise CaptureError(name, _reason(error), model_source_line(error)) from error
+    if any(isinstance(value, torch.Generator) for value in exported.constants.values()):
+        raise CaptureError(name, _GENERATOR)
     return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs)
