@@ -60,9 +60,14 @@ def observe_allocations(run: Callable[[], Any], device: str = "cpu") -> Observed
     )
 
 
-def page_faults_per_run(run: Callable[[], Any], runs: int = 10) -> float:
-    """Minor page faults per call of ``run``, over ``runs`` calls after one warm-up call."""
-    run()
+def page_faults_per_run(run: Callable[[], Any], runs: int = 10, warmup: int = 5) -> float:
+    """Minor page faults per call of ``run`` in steady state: over ``runs`` calls after ``warmup``
+    calls. One warm-up call is not always steady state: glibc raises its mmap threshold when a
+    mapped block is freed, so a size that was mapped and unmapped at every call moves to the heap
+    only after a call or two, and after an observer's call (the allocation profiler) a static
+    runtime's slab segments of 512 KiB faulted again for up to four calls, then never."""
+    for _ in range(warmup):
+        run()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(runs):
         run()
