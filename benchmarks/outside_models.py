@@ -62,7 +62,7 @@ class Outcome(enum.Enum):
     WRONG = "wrong result"
     ERROR = "error"
     NOT_CAPTURABLE = "not capturable"  # torch.export itself refuses the model
-    UNAVAILABLE = "unavailable"  # the model cannot be built here (a missing package or class)
+    UNAVAILABLE = "unavailable"  # the model cannot be built or run eagerly here (a missing package or class)
 
 
 @dataclass(frozen=True)
@@ -1457,7 +1457,6 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
                       options: Any, plugin: bool) -> tuple[Check, Any]:  # fmt: skip
     """Prepare srbench on shape 0 under ``options`` and run the equivalence protocol; the runtime
     is returned for timing."""
-    from srbench.measure.aliasing import aliasing
     from srbench.measure.equivalence import EquivalenceError, check_equivalence
     from srbench.runtimes import RuntimeOptions, get_runtime
     from srbench.static import StaticModule
@@ -1472,20 +1471,28 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
             runtime, calls[0], calls[1], expected[0], expected[1], rtol=case.rtol, atol=case.atol,
             outputs_may_be_reused=options.manage_output_tensors,
         )  # fmt: skip
-        call = calls[0].clone()
-        shared, eager_shared = (
-            aliasing(call.call(runtime), call),
-            aliasing(expected[0].outputs, expected[0].inputs_after),
-        )
-        if shared != eager_shared:
-            difference = next(f"{a[0]} shares memory with {a[1] or 'nothing'}, eager's with {b[1] or 'nothing'}"
-                              for a, b in zip(shared, eager_shared) if a != b)  # fmt: skip
-            return Check(Outcome.WRONG, f"outputs alias unlike eager's: {difference}"), None
+        wrong = _aliasing_check(runtime, calls[0], expected[0])
+        if wrong is not None:
+            return wrong, None
     except EquivalenceError as error:
         return Check(Outcome.WRONG, _first_line(error)), None
     except Exception as error:  # the sweep reports every failure and goes on
         return Check(Outcome.ERROR, _first_line(error)), None
     return Check(Outcome.EQUIVALENT), runtime
+
+
+def _aliasing_check(runtime: Callable[..., Any], call: Any, expected: Any) -> Check | None:
+    """A wrong result where the runtime's outputs share memory with the call's inputs and with
+    each other otherwise than eager's (:mod:`srbench.measure.aliasing`), on a fresh copy of the call."""
+    from srbench.measure.aliasing import aliasing
+
+    fresh = call.clone()
+    shared, eager_shared = aliasing(fresh.call(runtime), fresh), aliasing(expected.outputs, expected.inputs_after)
+    if shared == eager_shared:
+        return None
+    difference = next(f"{a[0]} shares memory with {a[1] or 'nothing'}, eager's with {b[1] or 'nothing'}"
+                      for a, b in zip(shared, eager_shared) if a != b)  # fmt: skip
+    return Check(Outcome.WRONG, f"outputs alias unlike eager's: {difference}")
 
 
 def _fields(options: Any) -> dict[str, Any]:
@@ -1521,10 +1528,10 @@ def sweep_one(case: OutsideModel, rounds: int) -> Row:
         torch.manual_seed(0)
         model = case.build().eval()
         calls = [case.make_inputs(0), case.make_inputs(1)]
-    except Exception as error:  # a model this transformers cannot build is reported
+        expected = [eager_answer(model, call) for call in calls]
+    except Exception as error:  # a model this transformers cannot build, or eager cannot run, is reported
         row.checks["build"] = Check(Outcome.UNAVAILABLE, _first_line(error))
         return row
-    expected = [eager_answer(model, call) for call in calls]
     refusal = _export_refusal(model, calls[0])
     if refusal is not None:
         row.checks["export"] = Check(Outcome.NOT_CAPTURABLE, refusal)

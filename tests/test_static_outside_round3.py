@@ -12,6 +12,8 @@ import pytest
 import torch
 from torch import nn
 
+from srbench.inputs import Inputs
+from srbench.measure.equivalence import eager_answer
 from srbench.options import StaticOptions
 
 
@@ -122,3 +124,29 @@ def test_a_model_drawing_from_its_own_generator_is_refused(model_class):
 
     with pytest.raises(CaptureError, match=r"torch\.Generator"):
         StaticModule(model_class(), (randn(2, 3),), StaticOptions())
+
+
+class ReturnsItsInput(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x, x * 2
+
+
+def test_the_sweep_reports_outputs_that_alias_unlike_eagers():
+    """The sweep compared values only, so a runtime returning a copy where eager returns the input
+    itself passed (as the rewritten convolution's outputs did). It compares aliasing now."""
+    from benchmarks import outside_models
+
+    model = ReturnsItsInput()
+    case = outside_models.OutsideModel("returns_input", "", ReturnsItsInput, lambda shape: None)
+    calls = [Inputs.of(randn(2, 3)), Inputs.of(randn(3, 3, seed=1))]
+    expected = [eager_answer(model, call) for call in calls]
+
+    def copying(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.clone(), x * 2
+
+    options = StaticOptions()
+    check, _ = outside_models._check_option_set(model, case, calls, expected, options, plugin=False)
+    assert check.outcome is outside_models.Outcome.EQUIVALENT
+    check = outside_models._aliasing_check(copying, calls[0], expected[0])
+    assert check is not None and check.outcome is outside_models.Outcome.WRONG
+    assert "output [0] shares memory with nothing, eager's with ['input args[0] (the same view)']" in check.detail
