@@ -529,3 +529,22 @@ def test_a_buffer_left_behind_must_rise_by_its_smallest_neighbour():
     assert part.lift(1).tolist()[:2] == [64, 5]
     assert part.lift(4).tolist()[:2] == [64, 8]
     assert part.lift(1)[2] > 2**60
+
+
+@pytest.mark.parametrize("order", [order for order in PREORDERINGS + SWEEP_ORDERS if not order.startswith("E")])
+def test_a_refusal_its_placement_did_not_cause_ends_the_node(order):
+    """Two buffers of 3 bytes at step 0 beside the first of a staircase of 4-byte buffers, each
+    alive two steps: the first section holds exactly the capacity (10) and, aligned to 4, cannot
+    be packed. Once the root has tried the buffers of that section, a stair placed at offset 0
+    leaves all three behind and the section fails, untouched by the stair: every later stair
+    would fail there the same way, so the root stops at the first, and the proof costs the same
+    steps however long the staircase (it grew by a step per stair before). Orders led by the
+    latest end start from the staircase's far end and meet the section last."""
+    steps = set()
+    for stairs in (8, 40):
+        first, last = np.array([0, 0, *range(stairs)]), np.array([0, 0, *range(1, stairs + 1)])
+        size = np.array([3, 3] + [4] * stairs)
+        state = SearchState(build_partition(np.arange(size.shape[0]), first, last, size), 10, order, 4)
+        assert state.run(10**6) == EXHAUSTED
+        steps.add(state.steps)
+    assert len(steps) == 1, steps

@@ -31,6 +31,16 @@ arrays so that numba can compile it:
   follows it, none follows any later candidate at that node either, which are skipped. This
   generalises the "hatless pruning" of MiniMalloc's later versions (a placed buffer with no
   unplaced neighbour at all).
+* **Shared refusals.** A candidate refused by section or schedule inference at a section that its
+  placement left as it was (not one of its own, holding no buffer it raised) was refused on the
+  node and the key alone: on the buffers the canonical order leaves behind there. Every later
+  candidate at the node comes after a higher key, which leaves the same buffers behind or more,
+  each starting as late or later, and both checks only fail more as starts rise (the offset
+  just placed too): the same section fails under every one of them, so the node backs up at
+  once, as after an alone placement, instead of trying them one by one.
+  This is backjumping's argument (a failure explained without the current choice fails every
+  alternative to it; Prosser 1993, below) applied to the key. In a chronological search of
+  seed 17's partition of 196 buffers, 100,000 steps entered 5,531 nodes instead of 3,589.
 * **Stacked symmetry.** Two buffers of the same lifetime stacked directly on one another can
   trade places and the packing stays valid, so only the order with the one first in the static
   order below is searched (the classic symmetry breaking of identical items in packing).
@@ -773,6 +783,19 @@ def _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, 
 
 
 @njit(cache=True)
+def _untouched(section_lo, section_hi, offset_trail, trail_from, trail_to, chosen, section):
+    """Whether placing ``chosen`` left ``section`` as it was: not one of its own, and no buffer
+    alive there raised (the offset trail from ``trail_from`` to ``trail_to``)."""
+    if section_lo[chosen] <= section < section_hi[chosen]:
+        return False
+    for position in range(trail_from, trail_to):
+        other = offset_trail[0, position]
+        if section_lo[other] <= section < section_hi[other]:
+            return False
+    return True
+
+
+@njit(cache=True)
 def _undo(size, section_lo, section_hi, offset, min_offset, floor, total, open_floor, cuts, level, offset_trail,
           offset_top, section_trail, section_top, depth):  # fmt: skip
     """Take back the placement made at ``depth``: floors, totals, cuts and minimum offsets as
@@ -964,16 +987,19 @@ def _search(problem, state, budget):
         # could sit where it is now; if no packing follows, none follows any later candidate here.
         level[_LAST_ALONE, depth] = offset_top == level[_OFFSET_MARK, depth]
         failing = -2  # -2: the symmetry rule refused it; a section: inference failed there; -1: none
+        shared = False  # section or schedule inference refused it (see _untouched below)
         if not _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, size, first_rank, alignment,
                                      offset, chosen, chosen_offset):  # fmt: skip
             failing = _overflowing_section(section_lo, section_hi, capacity, floor, total, scratch, chosen,
                                            chosen_offset, affected, lo, hi)  # fmt: skip
+            shared = failing >= 0
             if failing < 0:
                 checked, listed_count = changed_sections(open_floor, incremental, floor, mark, stamp, scratch, affected,
                                                          lo, hi, chosen_offset, listed, spare, changed)  # fmt: skip
                 failing = unschedulable_section(member_ptr, member_idx, size, lift, capacity, offset, min_offset,
                                                 floor, rank, chosen_offset, chosen_rank, release, length, changed,
                                                 checked)  # fmt: skip
+                shared = failing >= 0
             if failing < 0 and (
                 not incremental or depth == 0 or (frames > 0 and frame[_PIECE_START, frames - 1] == depth)
             ):
@@ -996,6 +1022,9 @@ def _search(problem, state, budget):
             if backjump:
                 _blame(neighbour_ptr, neighbour_idx, member_ptr, member_idx, offset, placed_at, conflict, depth,
                        chosen, failing)  # fmt: skip
+            if shared and _untouched(section_lo, section_hi, offset_trail, level[_OFFSET_MARK, depth], offset_top,
+                                     chosen, failing):  # fmt: skip
+                level[_LAST_ALONE, depth] = 1  # every later candidate here fails there too
             offset_top, section_top = _undo(size, section_lo, section_hi, offset, min_offset, floor, total,
                                             open_floor, cuts, level, offset_trail, offset_top, section_trail,
                                             section_top, depth)  # fmt: skip
