@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 import torch
 from torch import nn
+from torch._higher_order_ops.while_loop import while_loop
 
 from srbench.inputs import Inputs
 from srbench.measure.equivalence import eager_answer
@@ -150,3 +151,39 @@ def test_the_sweep_reports_outputs_that_alias_unlike_eagers():
     check = outside_models._aliasing_check(copying, calls[0], expected[0])
     assert check is not None and check.outcome is outside_models.Outcome.WRONG
     assert "output [0] shares memory with nothing, eager's with ['input args[0] (the same view)']" in check.detail
+
+
+class LoopInABranch(nn.Module):
+    """A ``while_loop`` (its counter a tensor constant of the branch) inside a ``torch.cond`` branch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def looped(v: torch.Tensor) -> torch.Tensor:
+            _, w = while_loop(lambda i, w: i < 3, lambda i, w: (i + 1, w.sin() + 1), (torch.tensor(0), v))
+            return w
+
+        return torch.cond(x.sum() > 0, lambda v: self.linear(v), looped, (x,))
+
+
+def test_a_loop_inside_a_branch(conformance, static_options):
+    """A branch's sub-graph is prepared as a capture of its own: its metadata pass had no shape
+    environment, which a ``while_loop``'s fake kernel needs; its ``torch.tensor(0)`` is an
+    attribute, which export's verifier refuses unless lifted as a constant input; and its
+    in-place ``detach_`` was checked by the verifier of the lowered IR instead of export's own.
+    Preparing failed on all three; both branches run now (the first call takes the loop).
+    ``decompose`` stays refused: torch's own lowering fails on such a graph."""
+    from srbench.graph.capture import CaptureError
+    from srbench.static import StaticModule
+
+    first, second = (-randn(3, 8).abs(),), (randn(4, 8, seed=1).abs(),)
+    if static_options.decompose:
+        exported = torch.export.export(LoopInABranch().eval(), first, strict=False)
+        with pytest.raises(RuntimeError, match="FunctionalTensor"):
+            exported.run_decompositions()
+        with pytest.raises(CaptureError, match="FunctionalTensor"):
+            StaticModule(LoopInABranch().eval(), first, static_options)
+        return
+    conformance(LoopInABranch().eval(), first, second, static_options)

@@ -13,10 +13,12 @@ downstream reads it as it reads a model's capture.
 from __future__ import annotations
 
 import copy
+import operator
 from typing import Any
 
 import torch
 import torch.fx
+from torch._export.verifier import TrainingIRVerifier
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export.exported_program import ExportedProgram, ModuleCallEntry, ModuleCallSignature
 from torch.export.graph_signature import (
@@ -28,6 +30,7 @@ from torch.export.graph_signature import (
     OutputSpec,
     TensorArgument,
 )
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 from torch.utils import _pytree as pytree
 
@@ -53,6 +56,28 @@ def _argument(value: Any) -> TensorArgument | ConstantArgument:
     return ConstantArgument(name="", value=value)
 
 
+def _lift_tensor_constants(graph_module: torch.fx.GraphModule) -> dict[str, tuple[torch.fx.Node, torch.Tensor]]:
+    """Tensor attributes the graph reads (``torch.tensor(0)`` in a branch: a ``while_loop``'s
+    counter) made constant inputs placed first, as ``torch.export`` lifts a model's: its verifier
+    takes no ``get_attr`` of a tensor. By attribute name: the placeholder and the tensor."""
+    graph = graph_module.graph
+    first = next(iter(graph.nodes))
+    lifted: dict[str, tuple[torch.fx.Node, torch.Tensor]] = {}
+    for node in list(graph.nodes):
+        if node.op != "get_attr":
+            continue
+        value = operator.attrgetter(str(node.target))(graph_module)
+        if not isinstance(value, torch.Tensor):
+            continue
+        with graph.inserting_before(first):
+            placeholder = graph.placeholder(f"c_{node.name}")
+        placeholder.meta = dict(node.meta)
+        node.replace_all_uses_with(placeholder)
+        graph.erase_node(node)
+        lifted[str(node.target)] = (placeholder, value)
+    return lifted
+
+
 def capture_subgraph(subgraph: Subgraph, inputs: Inputs, *, name: str) -> CapturedGraph:
     """``subgraph``'s graph, copied, with metadata for ``inputs`` (positional only), as a capture."""
     if inputs.kwargs:
@@ -60,7 +85,9 @@ def capture_subgraph(subgraph: Subgraph, inputs: Inputs, *, name: str) -> Captur
     source = subgraph.graph_module
     graph_module = torch.fx.GraphModule(source, copy.deepcopy(source.graph))
     try:
-        FakeTensorProp(graph_module, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*inputs.args)
+        # a shape environment of its own (static shapes): a while_loop's fake kernel needs one
+        fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv(), static_shapes=True)
+        FakeTensorProp(graph_module, fake_mode).propagate(*inputs.args)
     except Exception as error:  # FakeTensorProp raises what the op's fake kernel raises
         raise CaptureError(
             name, f"the sub-graph cannot run on these inputs: {type(error).__name__}: {error}"
@@ -68,11 +95,15 @@ def capture_subgraph(subgraph: Subgraph, inputs: Inputs, *, name: str) -> Captur
     placeholders = [node for node in graph_module.graph.nodes if node.op == "placeholder"]
     if len(placeholders) != len(inputs.args):
         raise CaptureError(name, f"the sub-graph takes {len(placeholders)} inputs, got {len(inputs.args)}")
+    constants = _lift_tensor_constants(graph_module)
     output = next(node for node in graph_module.graph.nodes if node.op == "output")
     results, out_spec = pytree.tree_flatten(output.args[0])
     output.args = (tuple(results),)  # flat, as export's graphs return; out_spec rebuilds the structure
     signature = ExportGraphSignature(
-        input_specs=[InputSpec(InputKind.USER_INPUT, _argument(node), None) for node in placeholders],
+        input_specs=[
+            InputSpec(InputKind.CONSTANT_TENSOR, _argument(node), target) for target, (node, _) in constants.items()
+        ]
+        + [InputSpec(InputKind.USER_INPUT, _argument(node), None) for node in placeholders],
         output_specs=[OutputSpec(OutputKind.USER_OUTPUT, _argument(result), None) for result in results],
     )
     _, in_spec = pytree.tree_flatten((inputs.args, {}))
@@ -84,6 +115,7 @@ def capture_subgraph(subgraph: Subgraph, inputs: Inputs, *, name: str) -> Captur
         state_dict={},
         range_constraints={},
         module_call_graph=[ModuleCallEntry("", call)],
-        constants={},
+        constants={target: value for target, (_, value) in constants.items()},
+        verifiers=[TrainingIRVerifier],  # export's own IR: in-place ops (a counter's detach_) allowed
     )
     return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs)
