@@ -30,7 +30,7 @@ import torch
 import torch.fx
 from torch.export.graph_signature import InputKind, OutputKind
 
-from srbench.graph import CapturedGraph, capture
+from srbench.graph import CapturedGraph, CaptureError, capture
 from srbench.graph.subgraph import Subgraph, capture_subgraph
 from srbench.inputs import Inputs
 from srbench.memory.hosting import NO_HOSTING, Hosting, estimated_peak, plan_hosting, validate_hosting
@@ -49,7 +49,7 @@ from srbench.static.intra_op import Timeline
 from srbench.static.mid_op_release import ReleaseWithin, find_cut, zoned_layout, zoned_plan
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
-from srbench.static.resolve import Resolution, resolve
+from srbench.static.resolve import Resolution, resolve, storage_pointer
 from srbench.static.reuse import dying_input_reuses
 from srbench.static.serving import unavailable_reason
 from srbench.static.signature import InputSignature
@@ -194,6 +194,34 @@ def _placeholder_values(
             values[node.name] = operator.attrgetter(node.target)(captured.graph_module)
             constant.add(node.name)
     return values, user, constant
+
+
+def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bool) -> CapturedGraph:
+    """``capture``; where ``decompose`` fails on a model two of whose parameters and buffers view
+    one storage (one registered as a slice of another, the program writing one), the capture
+    without it: torch's own decomposition fails on such a program ('expected compiled_fn to be
+    GraphModule'), and ``decompose`` is not applied to it, as to inputs that share memory."""
+    try:
+        return capture(model, inputs, name=name, decompose=decompose)
+    except CaptureError:
+        pointers = [storage_pointer(tensor) for tensor in (*model.parameters(), *model.buffers())]
+        known = [pointer for pointer in pointers if pointer is not None]
+        if not decompose or len(known) == len(set(known)):
+            raise
+    return capture(model, inputs, name=name, decompose=False)
+
+
+def _with_shared_storage(written: set[str], values: Mapping[str, Any]) -> set[str]:
+    """``written`` and every placeholder whose tensor shares memory with a written one's. The
+    graph names each buffer, parameter and input apart, but two of them can view one storage (a
+    buffer registered as a slice of another): an op writing one changes what the other reads,
+    which is then no constant to compute once at prepare time (that gave eager's first-call
+    numbers at every call)."""
+    pointers = {
+        name: storage_pointer(value) if isinstance(value, torch.Tensor) else None for name, value in values.items()
+    }
+    shared = {pointers[name] for name in written if pointers.get(name) is not None}
+    return written | {name for name, pointer in pointers.items() if pointer is not None and pointer in shared}
 
 
 def _mutation_outputs(captured: CapturedGraph) -> dict[int, str]:
@@ -417,7 +445,7 @@ def prepare_graph(
     if isinstance(model, Subgraph):  # a control-flow op's sub-block: already captured with its model
         captured = capture_subgraph(model, inputs, name=name)
     else:
-        captured = capture(model, inputs, name=name, decompose=decompose)
+        captured = _capture(model, inputs, name=name, decompose=decompose)
     graph = captured.graph
     graph.eliminate_dead_code()
     values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
@@ -431,7 +459,7 @@ def prepare_graph(
 
     schema_analysis = analyze_lifetimes(graph)
     mutations = _mutation_outputs(captured)
-    written = written_storages(graph, schema_analysis) | set(mutations.values())
+    written = _with_shared_storage(written_storages(graph, schema_analysis) | set(mutations.values()), values)
     probe_values = {n: (v.clone() if n in written and isinstance(v, torch.Tensor) else v) for n, v in values.items()}
     written_state = tuple(
         value

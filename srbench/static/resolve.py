@@ -263,7 +263,7 @@ def _same_geometry(result: Any, reference: Any) -> bool:
     )
 
 
-def _storage_pointer(tensor: torch.Tensor) -> int | None:
+def storage_pointer(tensor: torch.Tensor) -> int | None:
     """Where a tensor's storage starts; ``None`` for an empty storage or an opaque tensor (a
     oneDNN weight packed at prepare time has no storage to alias)."""
     if tensor.is_mkldnn or tensor.layout != torch.strided or not tensor.untyped_storage().nbytes():
@@ -272,10 +272,10 @@ def _storage_pointer(tensor: torch.Tensor) -> int | None:
 
 
 def _shares_storage(result: Any, arguments: list[torch.Tensor]) -> torch.Tensor | None:
-    pointers = {_storage_pointer(t): t for t in arguments}
+    pointers = {storage_pointer(t): t for t in arguments}
     pointers.pop(None, None)
     for tensor in _tensors(result):
-        pointer = _storage_pointer(tensor)
+        pointer = storage_pointer(tensor)
         if pointer is not None and pointer in pointers:
             return pointers[pointer]
     return None
@@ -616,7 +616,7 @@ class Resolver:
                     arg
                     for arg in node.all_input_nodes
                     if isinstance(self.env.get(arg.name), torch.Tensor)
-                    and _storage_pointer(self.env[arg.name]) == _storage_pointer(aliased)
+                    and storage_pointer(self.env[arg.name]) == storage_pointer(aliased)
                 )
                 working = self._working_fallbacks(node, op, reference)
                 call = working[0] if working else self._as_is(node, op)

@@ -1,0 +1,46 @@
+"""What a fourth round of models from outside the zoo broke (``benchmarks/outside_models.py``'s
+``_fourth_round``), each as the smallest model that shows it."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from srbench.options import StaticOptions
+from srbench.static import StaticModule
+
+
+class BufferViewingABuffer(nn.Module):
+    """Two buffers on one storage (``part`` registered as a slice of ``full``): forward writes
+    one and reads the other."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("full", torch.zeros(8))
+        self.register_buffer("part", self.full[:4])
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.full.add_(1.0)
+        return x * self.part.exp().sum(), self.part * 2
+
+
+@pytest.mark.parametrize(
+    "options",
+    [StaticOptions(), StaticOptions(enable_out_variant=False), StaticOptions(decompose=True), StaticOptions(streams=2)],
+)
+def test_a_buffer_written_through_another_that_shares_its_storage(options):
+    """The graph names each buffer apart; only ``full`` was counted written, so ``exp(part)``
+    and ``sum`` read only a constant and were computed once at prepare time: every call gave
+    the first call's numbers while eager's grew. A placeholder sharing memory with a written
+    one counts as written now. torch's own decomposition of such a program fails: ``decompose``
+    is not applied to it then (as to inputs that share memory), where preparing failed."""
+    model, eager = BufferViewingABuffer(), BufferViewingABuffer()
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(0))
+    runtime = StaticModule(model, (copy.deepcopy(x),), options).runtime()
+    for _ in range(3):
+        expected, got = eager(x), runtime(x)
+        torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(model.full, eager.full)
