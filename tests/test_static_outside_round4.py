@@ -44,3 +44,26 @@ def test_a_buffer_written_through_another_that_shares_its_storage(options):
         expected, got = eager(x), runtime(x)
         torch.testing.assert_close(got, expected)
     torch.testing.assert_close(model.full, eager.full)
+
+
+class GradBlocks(nn.Module):
+    """A ``no_grad`` block, then an ``enable_grad`` block, in forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            y = self.linear(x)
+        with torch.enable_grad():
+            return y * self.linear(x).sigmoid()
+
+
+def test_an_enable_grad_block_in_forward(conformance, static_options):
+    """srbench exports under ``no_grad``: the ``enable_grad`` block becomes a
+    ``wrap_with_set_grad_enabled(True, ...)`` sub-module, which torch's lowering to core ATen
+    fails on ('list index out of range'), and ``decompose`` failed to prepare. Such a model is
+    exported again with gradients enabled for the lowering (the block is then inline)."""
+    first = (torch.randn(2, 8, generator=torch.Generator().manual_seed(0)),)
+    conformance(GradBlocks(), first, (torch.randn(3, 8, generator=torch.Generator().manual_seed(1)),), static_options)

@@ -12,6 +12,7 @@ import os
 import sysconfig
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -110,17 +111,30 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
-def _decomposed(exported: ExportedProgram) -> ExportedProgram:
+def _decomposed(exported: ExportedProgram, export_with_grad: Callable[[], ExportedProgram]) -> ExportedProgram:
     """``exported`` lowered to core ATen; where that fails, lowered again with
     ``scaled_dot_product_attention`` kept whole (it then runs as eager runs it). Its decomposition
     gives its result other strides than the captured graph has (pytorch/pytorch#136543), and a
-    ``view`` after it then fails: GPT-2 at batch 2 with a padding mask could not be captured."""
+    ``view`` after it then fails: GPT-2 at batch 2 with a padding mask could not be captured.
+    A model with a ``torch.enable_grad()`` block, exported under ``no_grad``, holds it as a
+    ``wrap_with_set_grad_enabled(True, ...)`` sub-module that torch's lowering fails on
+    ('list index out of range'): such a model is exported again with gradients enabled (its
+    block is then inline) and that capture lowered."""
     try:
         return exported.run_decompositions()
     except Exception:  # torch raises many types here; the second lowering raises its own
+        if _enables_grad(exported.graph_module):
+            return export_with_grad().run_decompositions()
         table = torch.export.default_decompositions()
         table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
         return exported.run_decompositions(table)
+
+
+def _enables_grad(graph_module: torch.fx.GraphModule) -> bool:
+    return any(
+        node.target is torch.ops.higher_order.wrap_with_set_grad_enabled and node.args[0] is True
+        for node in graph_module.graph.nodes
+    )
 
 
 def _without_effect_tokens(exported: ExportedProgram) -> ExportedProgram:
@@ -131,6 +145,11 @@ def _without_effect_tokens(exported: ExportedProgram) -> ExportedProgram:
     if not any(spec.kind == InputKind.TOKEN for spec in exported.graph_signature.input_specs):
         return exported
     return _remove_effect_tokens(exported)
+
+
+def _export_with_grad(model: torch.nn.Module, inputs: Inputs) -> ExportedProgram:
+    with torch.enable_grad():
+        return torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
 
 
 def capture(
@@ -165,7 +184,7 @@ def capture(
         with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model):
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
             if decompose:
-                exported = _without_effect_tokens(_decomposed(exported))
+                exported = _without_effect_tokens(_decomposed(exported, lambda: _export_with_grad(model, inputs)))
     except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
         raise CaptureError(name, _reason(error), model_source_line(error)) from error
     if any(isinstance(value, torch.Generator) for value in exported.constants.values()):
