@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 68
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 115
 models that are not in the zoo, offline and randomly initialised: stock ``torch.nn`` pieces
 and small hand-written models that exercise one semantic each (masks, recurrent layers, 1-D/3-D
 and transposed convolutions, normalisations, pixel shuffle, resampling, pytree inputs and
@@ -33,8 +33,9 @@ For each model, in one process, one model at a time, one intra-op thread:
 
 Exit status 0 when every capturable model is equivalent under every option set, 1 otherwise.
 What the sweep found, and what still fails, is in the README ("Models from outside the zoo"); each
-fix is kept by a test in ``tests/test_static_outside.py`` (the first round) or
-``tests/test_static_outside_calls.py`` (the second) on the smallest model that showed it.
+fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
+``tests/test_static_outside_calls.py`` (the second), ``tests/test_static_outside_round3.py`` or
+``tests/test_static_outside_round4.py`` on the smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
@@ -1126,6 +1127,157 @@ def _third_round() -> list[OutsideModel]:
     ]  # fmt: skip
 
 
+def _fourth_round() -> list[OutsideModel]:
+    """The fourth round: state sharing storage, linear algebra and signal ops, masks and
+    positions made in forward, more stock pieces, autocast and grad contexts, dataclass outputs."""
+    import dataclasses
+
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class SharedStorageState(nn.Module):
+        """``part`` is registered as a slice of ``full``; forward writes ``full`` and reads ``part``."""
+
+        full: torch.Tensor
+        part: torch.Tensor
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("full", torch.zeros(8))
+            self.register_buffer("part", self.full[:4])
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            self.full.copy_(torch.cat([x.mean(0), x.amax(0)]))
+            return x * self.part.exp().sum(), self.part * 2
+
+    class Algebra(nn.Module):
+        """einsum with repeated indices, stft/istft, linalg qr/solve/cholesky/det/slogdet/norms,
+        baddbmm/addmm/addbmm/addmv with beta and alpha."""
+
+        window: torch.Tensor
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("window", torch.hann_window(16))
+            self.weight = nn.Parameter(torch.randn(4, 4))
+            self.bias = nn.Parameter(torch.randn(4))
+
+        def forward(self, a: torch.Tensor, b: torch.Tensor, wave: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            spd = a @ a.mT + torch.eye(a.shape[-1]) * 4
+            q, r = torch.linalg.qr(a)
+            spec = torch.stft(wave, 16, 4, window=self.window, return_complex=True)
+            return (
+                torch.einsum("bii->bi", a), torch.einsum("bij,bij->b", a, a), q, r, torch.linalg.solve(spd, b),
+                torch.linalg.cholesky(spd), torch.linalg.det(spd), torch.linalg.slogdet(spd)[1],
+                torch.linalg.norm(a, dim=(-2, -1)), torch.linalg.vector_norm(b, ord=3, dim=-1), spec.abs(),
+                torch.istft(spec, 16, 4, window=self.window, length=wave.shape[-1]),
+                torch.baddbmm(a, a, a, beta=0.5, alpha=2.0), torch.addmm(self.bias, a[0], self.weight, beta=0.0,
+                alpha=-1.5), torch.addbmm(a[0], a, a, beta=0.3, alpha=0.7), torch.addmv(self.bias, self.weight,
+                a[0, 0], beta=2),
+            )  # fmt: skip
+
+    class MasksPositions(nn.Module):
+        """tril/triu masks from torch.ones(device=x.device), roll, flip, arange positions with dtype
+        changes, clamp with tensor bounds, nan_to_num and isnan masks, integer overflow."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = nn.Embedding(64, 8)
+
+        def forward(self, x: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            n = x.shape[-1]
+            lower = torch.tril(torch.ones(n, n, device=x.device, dtype=torch.bool))
+            upper = torch.triu(torch.ones(n, n, device=x.device), diagonal=1)
+            positions = torch.arange(n, device=x.device).unsqueeze(0).expand(x.shape[0], -1)
+            angles = positions.to(torch.float32)[..., None] / 10000 ** (torch.arange(0, 8, 2) / 8)
+            ratio, logs = x / (x - x.round()), torch.log(x)
+            wide = (x * 1000003).to(torch.int32)
+            return (
+                torch.roll(x[:, None] * x[..., None], (1, -2), (1, 2)).masked_fill(~lower, 0.0),
+                x.flip(-1)[:, None] * upper, self.embedding(positions) + torch.cat([angles.sin(), angles.cos()], -1),
+                positions.to(torch.int32).cumsum(1).to(torch.int16), x.clamp(low, high), torch.clamp(x, max=high[0]),
+                torch.nan_to_num(ratio, nan=0.0, posinf=1e3, neginf=-1e3), torch.nan_to_num(logs),
+                torch.isnan(logs) | torch.isinf(ratio), wide * wide * 7, x.to(torch.int8) * 50,
+                (wide << 20) >> 3,
+            )  # fmt: skip
+
+    class Pieces(nn.Module):
+        """Bilinear, CosineSimilarity, PairwiseDistance, ChannelShuffle, unfold/Fold,
+        AdaptiveLogSoftmaxWithLoss.log_prob, interpolate by scale factors with align_corners."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.bilinear = nn.Bilinear(8, 6, 5)
+            self.cosine, self.distance = nn.CosineSimilarity(dim=1), nn.PairwiseDistance(p=1.5, keepdim=True)
+            self.shuffle, self.fold = nn.ChannelShuffle(2), nn.Fold((6, 6), 3, padding=1)
+            self.softmax = nn.AdaptiveLogSoftmaxWithLoss(8, 20, [5, 12], div_value=2.0)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return (
+                self.bilinear(x, y), self.cosine(x, x.flip(0)), self.distance(x, x * 0.5), self.shuffle(image),
+                self.fold(F.unfold(image, 3, padding=1) * 0.5), self.softmax.log_prob(x),
+                F.interpolate(image, scale_factor=1.5, mode="bilinear", align_corners=True),
+                F.interpolate(image, scale_factor=0.5, mode="bicubic", align_corners=False),
+                F.interpolate(image, scale_factor=(2, 3), mode="bilinear", recompute_scale_factor=True),
+            )  # fmt: skip
+
+    @dataclasses.dataclass
+    class Result:
+        logits: torch.Tensor
+        hidden: torch.Tensor
+
+    if Result not in torch.utils._pytree.SUPPORTED_NODES:
+        torch.utils._pytree.register_dataclass(Result)
+
+    class Contexts(nn.Module):
+        """A shared encoder called twice on two sizes, an autocast(bfloat16) region, no_grad and
+        enable_grad blocks, an input updated in place and returned, a registered dataclass out."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+            self.head, self.inner = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> tuple[Result, torch.Tensor]:
+            a = self.encoder(x).mean((2, 3))
+            b = self.encoder(F.avg_pool2d(x, 2)).mean((2, 3))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                h = self.inner(a + b).relu()
+            with torch.no_grad():
+                g = self.head(h.float())
+            with torch.enable_grad():
+                g = g * self.head(a).sigmoid()
+            x.mul_(0.5).add_(g.mean())
+            return Result(g, h), x
+
+    def algebra_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        return _call(_randn(shape, batch, 4, 4), _randn(shape + 3, batch, 4, 2), _randn(shape, batch, (64, 48)[shape]))
+
+    def mask_inputs(shape: int) -> Any:
+        n = (6, 7)[shape]
+        return _call(_randn(shape, _batch(shape), n) * 3, -_randn(shape + 1, n).abs(), _randn(shape + 2, n).abs())
+
+    def piece_inputs(shape: int) -> Any:
+        batch = (2, 3)[shape]
+        return _call(_randn(shape, batch, 8), _randn(shape + 1, batch, 6), _randn(shape + 2, batch, 4, 6, 6))
+
+    return [
+        OutsideModel("shared_storage_state", "a buffer registered as a slice of another: forward writes one, "
+                     "reads the other", SharedStorageState, _features_of(4)),
+        OutsideModel("algebra_signal", "einsum repeated indices, stft/istft, linalg qr/solve/cholesky/det/slogdet/"
+                     "norms, baddbmm/addmm/addbmm/addmv beta/alpha", Algebra, algebra_inputs, rtol=1e-4, atol=1e-4),
+        OutsideModel("masks_positions", "tril/triu masks built in forward, roll, flip, arange positions and dtype "
+                     "changes, tensor clamp bounds, nan_to_num/isnan, int overflow", MasksPositions, mask_inputs),
+        OutsideModel("stock_pieces", "Bilinear, CosineSimilarity, PairwiseDistance, ChannelShuffle, unfold/Fold, "
+                     "AdaptiveLogSoftmaxWithLoss.log_prob, interpolate scale factors", Pieces, piece_inputs),
+        OutsideModel("contexts_dataclass", "a shared encoder called on two sizes, autocast(bfloat16), no_grad/"
+                     "enable_grad, an input updated in place and returned, a dataclass out", Contexts,
+                     _images((16, 12)), rtol=1e-2, atol=1e-2),
+    ]  # fmt: skip
+
+
 def _features_of(width: int) -> Callable[[int], Any]:
     return lambda shape: _call(_randn(shape, _batch(shape), width))
 
@@ -1248,6 +1400,18 @@ def _perceiver_bytes(length: int) -> Callable[[int], Any]:
 
 def _features(width: int, lengths: tuple[int, int]) -> Callable[[int], Any]:
     return lambda shape: _call(input_features=_randn(shape, _batch(shape), width, lengths[shape]))
+
+
+def _speech_features(width: int, lengths: tuple[int, int]) -> Callable[[int], Any]:
+    """Speech2Text's (batch, frames, features) ``input_features`` and ``decoder_input_ids``."""
+
+    def make(shape: int) -> Any:
+        import torch
+
+        ids = torch.randint(0, 1000, (_batch(shape), (5, 4)[shape]), generator=_seeded(shape))
+        return _call(input_features=_randn(shape, _batch(shape), lengths[shape], width), decoder_input_ids=ids)
+
+    return make
 
 
 def _wave(lengths: tuple[int, int]) -> Callable[[int], Any]:
@@ -1396,6 +1560,31 @@ def _transformers_models() -> list[OutsideModel]:
          dict(num_input_channels=3, context_length=32, patch_length=8, patch_stride=8, d_model=32,
               num_hidden_layers=2, num_attention_heads=4, ffn_dim=64),
          lambda shape: _call(past_values=_randn(shape, _batch(shape), 32, 3))),
+        # the fourth round: seq2seq, encoders of other schemes, vision and speech
+        ("hf_marian", "MarianMTModel", "MarianConfig", "logits",
+         dict(SEQ2SEQ, use_cache=False, pad_token_id=0, decoder_start_token_id=0), _tokens(1000, decoder=(6, 4))),
+        ("hf_pegasus", "PegasusForConditionalGeneration", "PegasusConfig", "logits", dict(SEQ2SEQ, use_cache=False),
+         _tokens(1000, decoder=(6, 4))),
+        ("hf_m2m100", "M2M100ForConditionalGeneration", "M2M100Config", "logits", dict(SEQ2SEQ, use_cache=False),
+         _tokens(1000, decoder=(6, 4))),
+        ("hf_convbert", "ConvBertModel", "ConvBertConfig", "last_hidden_state", dict(ENCODER, embedding_size=64),
+         _tokens(1000)),
+        ("hf_squeezebert", "SqueezeBertModel", "SqueezeBertConfig", "last_hidden_state",
+         dict(ENCODER, embedding_size=64), _tokens(1000)),
+        ("hf_splinter", "SplinterModel", "SplinterConfig", "last_hidden_state", ENCODER, _tokens(1000)),
+        ("hf_yoso", "YosoModel", "YosoConfig", "last_hidden_state", dict(ENCODER, use_expectation=True), _tokens(1000)),
+        ("hf_layoutlm", "LayoutLMModel", "LayoutLMConfig", "last_hidden_state", ENCODER, _tokens(1000)),
+        ("hf_esm", "EsmModel", "EsmConfig", "last_hidden_state",
+         dict(ENCODER, pad_token_id=1, mask_token_id=2, position_embedding_type="rotary"), _tokens(30)),
+        ("hf_dinov2", "Dinov2Model", "Dinov2Config", "last_hidden_state", dict(ENCODER, image_size=32, patch_size=8),
+         _pixels((32, 48))),
+        ("hf_convnext", "ConvNextModel", "ConvNextConfig", "pooler_output",
+         dict(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2), _pixels((32, 48))),
+        ("hf_data2vec_vision", "Data2VecVisionModel", "Data2VecVisionConfig", "last_hidden_state",
+         dict(ENCODER, image_size=32, patch_size=8, use_relative_position_bias=True), _pixels((32, 32))),
+        ("hf_speech2text", "Speech2TextModel", "Speech2TextConfig", "last_hidden_state",
+         dict(SEQ2SEQ, use_cache=False, input_feat_per_channel=16, max_source_positions=64, num_conv_layers=2,
+              conv_channels=32), _speech_features(16, (40, 32))),
     ]  # fmt: skip
     cases = [
         OutsideModel(name, f"transformers {cls}, small, {'its whole ModelOutput' if out is None else out}",
@@ -1419,7 +1608,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 def outside_models() -> list[OutsideModel]:
     """Every model of the sweep, torch.nn ones first."""
-    return _torch_models() + _torch_pieces() + _third_round() + _transformers_models()
+    return _torch_models() + _torch_pieces() + _third_round() + _fourth_round() + _transformers_models()
 
 
 # --------------------------------------------------------------------------------------------
