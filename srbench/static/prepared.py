@@ -197,14 +197,16 @@ def _placeholder_values(
 
 
 def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bool) -> CapturedGraph:
-    """``capture``; where ``decompose`` fails on a model two of whose parameters and buffers view
-    one storage (one registered as a slice of another, the program writing one), the capture
-    without it: torch's own decomposition fails on such a program ('expected compiled_fn to be
-    GraphModule'), and ``decompose`` is not applied to it, as to inputs that share memory."""
+    """``capture``; where ``decompose`` fails on a model two of whose parameters, buffers and
+    inputs view one storage (a buffer registered as a slice of another, or given as an input; the
+    program writing one), the capture without it: torch's own decomposition fails on such a
+    program ('expected compiled_fn to be GraphModule'), and ``decompose`` is not applied to it,
+    as to inputs that share memory."""
     try:
         return capture(model, inputs, name=name, decompose=decompose)
     except CaptureError:
-        pointers = [storage_pointer(tensor) for tensor in (*model.parameters(), *model.buffers())]
+        tensors = (*model.parameters(), *model.buffers(), *inputs.tensors())
+        pointers = [storage_pointer(tensor) for tensor in tensors]
         known = [pointer for pointer in pointers if pointer is not None]
         if not decompose or len(known) == len(set(known)):
             raise
