@@ -12,11 +12,14 @@ intermediate less), and a smaller difference is within what a prepare-time measu
 shared machine can tell apart. A measurement that says "slower" is taken again, and the
 rewrites are dropped only if both say so. The transformer encoder's fused layers (as a rule 2-5%
 faster than the decomposed program, and 10% less memory) measured 8% slower in one prepare of
-sixteen under load, and the program ran decomposed; with two busy loops beside it on the 2-core
-machine, a 5% margin and two measurements still dropped them in 3 prepares of 12, a 10% margin in
-1 of 12. A rewrite that really costs time (the inception-style block above, 1.17-1.20x the plain
-program's time) measures slower both times. They are kept or dropped together, not one by one:
-each subset would need its own program, and rewrites interact (a reorder one saves another may need).
+sixteen under load, and the program ran decomposed. With two busy loops beside the prepares on the
+2-core machine, one measurement at a 5% margin kept them in 7 prepares of 12, two measurements in
+12 of 12 at 5% and 11 of 12 at 10% (single measurements there spread from 0.93x to 1.23x). The
+margin is the wider one: the rewrites save memory, and a difference under 10% is what one loaded
+moment shows. A rewrite that really costs time (the inception-style block above, 1.17-1.20x the
+plain program's time) measures slower both times. They are kept or dropped together, not one by
+one: each subset would need its own program, and rewrites interact (a reorder one saves another
+may need).
 Dropped rewrites stay on the program as :attr:`~RewriteOutcome.SLOWER`, with both timings, for
 ``srbench profile``.
 """
