@@ -31,6 +31,7 @@ import torch.fx
 from torch.export.graph_signature import InputKind, OutputKind
 
 from srbench.graph import CapturedGraph, CaptureError, capture
+from srbench.graph.attribute_state import refuse_carried_state
 from srbench.graph.subgraph import Subgraph, capture_subgraph
 from srbench.inputs import Inputs
 from srbench.memory.hosting import NO_HOSTING, Hosting, estimated_peak, plan_hosting, validate_hosting
@@ -201,7 +202,9 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
     inputs view one storage (a buffer registered as a slice of another, or given as an input; the
     program writing one), the capture without it: torch's own decomposition fails on such a
     program ('expected compiled_fn to be GraphModule'), and ``decompose`` is not applied to it,
-    as to inputs that share memory."""
+    as to inputs that share memory. A model carrying state from call to call in a plain Python
+    attribute is refused first (:mod:`srbench.graph.attribute_state`)."""
+    refuse_carried_state(model, inputs, name=name)
     try:
         return capture(model, inputs, name=name, decompose=decompose)
     except CaptureError:

@@ -1,0 +1,174 @@
+"""Refuse a model whose forward carries state between calls in plain Python attributes.
+
+``torch.export`` runs forward once and puts the module attributes back: a counter
+``self.calls += 1`` used in the computation, or ``self.scale = self.scale * 2``, is baked into the
+program with its capture-time value, and the program gave other numbers than eager from the second
+call on, silently. Refusing every model whose forward assigns an attribute refused harmless ones
+(an LSTM's ``_flat_weights`` list made anew from the same tensors, transformers' flags set to the
+value they had, Funnel's ``seq_len`` taken from the input's shape, RWKV's ``layers_are_rescaled``
+set once), so the model is called in eager instead and what its calls leave is compared.
+
+The first call may settle an attribute for good (RWKV's flag: ``False`` before the first call,
+``True`` after every call): such a model is called a second time, and only an attribute that the
+second call leaves otherwise than the first is state carried from call to call, which no captured
+program holds; each call gets a fresh copy of the inputs, so a kept input (``self.last = x``) is a
+new tensor at each call and shows. A counter that changes no number is refused too: it is state
+all the same, which the model's next version may read. Not caught: an attribute set at the first
+call only and read later (a cache ``if self.cache is None: self.cache = f(x)``), as the second
+call leaves it as the first did. A model with no attribute changed by its first call costs one
+eager call. Everything the calls changed is put back (plain attributes, buffers, the random
+generators), so the model is left as it was given.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from srbench.graph.capture import CaptureError
+from srbench.inputs import Inputs
+
+# Module attributes that are no state of the model's forward: its registered tensors and
+# sub-modules (compared elsewhere or walked) and the hook tables.
+_MODULE_TABLES = frozenset({"_parameters", "_buffers", "_modules"})
+
+# Values compared by equality; anything else (tensors, modules, other objects) by identity.
+_PLAIN = (int, float, complex, bool, str, bytes, type(None), torch.dtype, torch.device, enum.Enum)
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """A container's items as they were when snapshotted, and the container itself, whose items
+    a call may change in place (``self.history.append(x)``)."""
+
+    container: Any
+    items: tuple[Any, ...]
+
+
+def _snapshot_value(value: Any) -> Any:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return _Copy(value, tuple(_snapshot_value(item) for item in value))
+    if isinstance(value, dict):
+        return _Copy(value, tuple((key, _snapshot_value(item)) for key, item in value.items()))
+    return value
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Whether two snapshotted values are the same state: plain values equal, containers of the
+    same type with the same items, anything else the same object."""
+    if before is after:
+        return True
+    if isinstance(before, _Copy) and isinstance(after, _Copy):
+        return (
+            type(before.container) is type(after.container)
+            and len(before.items) == len(after.items)
+            and all(_same(a, b) for a, b in zip(before.items, after.items, strict=True))
+        )
+    if isinstance(before, tuple) and isinstance(after, tuple):  # dict items
+        return len(before) == len(after) and all(_same(a, b) for a, b in zip(before, after, strict=True))
+    if isinstance(before, _PLAIN) and isinstance(after, _PLAIN) and type(before) is type(after):
+        return bool(before == after) or (before != before and after != after)  # NaN is NaN
+    return False
+
+
+def _described(value: Any) -> str:
+    """``value`` as it was snapshotted (a container's items then, not now), for a message."""
+    if isinstance(value, _Copy):
+        items = [_described(item) for item in value.items]
+        if isinstance(value.container, dict):
+            return "{" + ", ".join(f"{key!r}: {_described(item)}" for key, item in value.items) + "}"
+        opening, closing = ("[", "]") if isinstance(value.container, list) else ("(", ")")
+        return opening + ", ".join(items) + closing
+    if isinstance(value, torch.Tensor):
+        return f"a tensor {tuple(value.shape)} {value.dtype} (id {id(value):#x})"
+    return repr(value)
+
+
+def _shown(value: Any) -> str:
+    text = _described(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _state(model: torch.nn.Module) -> dict[tuple[str, str], Any]:
+    """Every plain attribute of every sub-module, by (module path, attribute name)."""
+    return {
+        (path, key): _snapshot_value(value)
+        for path, module in model.named_modules(remove_duplicate=False)
+        for key, value in vars(module).items()
+        if key not in _MODULE_TABLES and "hook" not in key
+    }
+
+
+def _put_back(model: torch.nn.Module, state: dict[tuple[str, str], Any]) -> None:
+    """The attributes as ``state`` holds them: removed where a call added them, the objects they
+    were, and the items of containers a call changed in place (one level deep)."""
+    modules = dict(model.named_modules(remove_duplicate=False))
+    for path, module in modules.items():
+        for key in [key for key in vars(module) if (path, key) not in state]:
+            if key not in _MODULE_TABLES and "hook" not in key:
+                delattr(module, key)
+    for (path, key), value in state.items():
+        if isinstance(value, _Copy):
+            _refill(value)
+            value = value.container
+        modules[path].__dict__[key] = value
+
+
+def _refill(copy: _Copy) -> None:
+    container, items = copy.container, [item.container if isinstance(item, _Copy) else item for item in copy.items]
+    if isinstance(container, list):
+        container[:] = items
+    elif isinstance(container, set):
+        container.clear()
+        container.update(items)
+    elif isinstance(container, dict):
+        container.clear()
+        container.update((key, value.container if isinstance(value, _Copy) else value) for key, value in copy.items)
+
+
+@contextmanager
+def _buffers_kept(model: torch.nn.Module) -> Iterator[None]:
+    """The model's buffers as they were after the body (a forward writing its buffer in place)."""
+    saved = [(buffer, buffer.clone()) for buffer in model.buffers()]
+    try:
+        yield
+    finally:
+        with torch.inference_mode():
+            for buffer, copy in saved:
+                buffer.copy_(copy)
+
+
+def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> None:
+    """Raise :class:`CaptureError` if ``model``'s eager calls on ``inputs`` carry state from call
+    to call in a plain attribute (see the module docstring), naming the module, the attribute and
+    its values; leave ``model`` as it was either way."""
+    devices = sorted({t.device.index or 0 for t in inputs.tensors() if t.device.type == "cuda"})
+    before = _state(model)
+    try:
+        with torch.random.fork_rng(devices=devices), _buffers_kept(model), torch.no_grad():
+            model(*(call := inputs.clone()).args, **call.kwargs)
+            first = _state(model)
+            if all(_same(value, first.get(key)) for key, value in before.items()) and first.keys() == before.keys():
+                return
+            model(*(call := inputs.clone()).args, **call.kwargs)
+            second = _state(model)
+    finally:
+        _put_back(model, before)
+    for key in first.keys() | second.keys():
+        if key not in first or key not in second or not _same(first[key], second[key]):
+            path, attribute = key
+            where = f"module {path!r}" if path else "the model"
+            raise CaptureError(
+                name,
+                f"the forward of {where} carries state from call to call in its attribute {attribute!r}: "
+                f"{_shown(first.get(key))} after one call, {_shown(second.get(key))} after a second on "
+                "the same inputs; torch.export runs forward once and puts the attribute back, so the "
+                "program would hold its capture-time value where eager's later calls see another (other "
+                "numbers, silently, wherever it is read). Keep such state in a registered buffer written "
+                "in place, or pass it in",
+            )

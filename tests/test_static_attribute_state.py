@@ -1,0 +1,167 @@
+"""A model carrying state from call to call in a plain Python attribute is refused at prepare time
+(:mod:`srbench.graph.attribute_state`): ``torch.export`` bakes the attribute's capture-time value
+into the program, which then gave other numbers than eager from the second call on, silently.
+Attributes a forward assigns harmlessly (the same value, a list made anew from the same tensors,
+an LSTM's own bookkeeping, a module called twice) are accepted, with eager's numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from srbench.graph import CaptureError
+from srbench.options import StaticOptions
+from srbench.static import StaticModule
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class CountedScale(nn.Module):
+    """A call counter used in the computation: eager's n-th call scales by n."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return x * self.calls
+
+
+class DoublingScale(nn.Module):
+    """``self.scale = self.scale * 2``, in a sub-module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(3, 3)
+        self.inner.scale = 1.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.inner.scale = self.inner.scale * 2
+        return self.inner(x) * self.inner.scale
+
+
+class UnusedCounter(nn.Module):
+    """Counts its calls but never reads the count: no number changes, the state does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.linear(x)
+
+
+class KeptInput(nn.Module):
+    """Adds the previous call's input, kept as an attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x if self.last is None else x + self.last
+        self.last = x
+        return out
+
+
+class History(nn.Module):
+    """Appends to a list it keeps (the list object stays the same, its items do not)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.history.append(len(self.history))
+        return x * len(self.history)
+
+
+@pytest.mark.parametrize(
+    ("model_class", "attribute"),
+    [
+        (CountedScale, "'calls': 1 after one call, 2 after a second"),
+        (DoublingScale, "module 'inner' carries state from call to call in its attribute 'scale': 2.0 after one"),
+        (UnusedCounter, "'calls'"),
+        (KeptInput, "'last': a tensor"),
+        (History, "'history': \\[0\\] after one call, \\[0, 1\\]"),
+    ],
+)
+def test_state_carried_in_an_attribute_is_refused_and_the_model_left_as_it_was(model_class, attribute):
+    """The refusal names the module, the attribute and its values after one and two calls. The
+    unused counter is refused as well: it is state all the same, which no captured program holds
+    (the model's next version may read it), and telling whether forward reads it would take more
+    than comparing calls. The model's attributes are put back as they were."""
+    model = model_class()
+    before = {path: dict(vars(module)) for path, module in model.named_modules()}
+    history = list(getattr(model, "history", []))
+    with pytest.raises(CaptureError, match=attribute):
+        StaticModule(model, (randn(2, 3),), StaticOptions())
+    assert {path: dict(vars(module)) for path, module in model.named_modules()} == before
+    assert list(getattr(model, "history", [])) == history
+
+
+class SameFlag(nn.Module):
+    """Sets a flag to the value it has (as transformers' hooks set theirs) and re-makes a list
+    of the same tensors (as an LSTM its ``_flat_weights``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.use_cache = False
+        self.weights = [self.linear.weight, self.linear.bias]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.use_cache = False
+        self.weights = [self.linear.weight, self.linear.bias]
+        return nn.functional.linear(x, *self.weights)
+
+
+class SettledOnce(nn.Module):
+    """A flag the first call sets for good and a length taken from the input's shape (RWKV's
+    ``layers_are_rescaled``, Funnel's ``seq_len``): each call writes before it reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rescaled = False
+        self.seq_len: int | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.rescaled:
+            self.rescaled = True
+        self.seq_len = x.shape[1]
+        return x * 2 + self.seq_len
+
+
+class TwiceAndLSTM(nn.Module):
+    """One Linear called twice, under two names, and an LSTM."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(4, 4)
+        self.second = self.first
+        self.lstm = nn.LSTM(4, 5, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(self.second(self.first(x)))
+        return out
+
+
+@pytest.mark.parametrize("model_class", [SameFlag, SettledOnce, TwiceAndLSTM])
+def test_harmless_attribute_writes_are_accepted_with_eager_numbers(model_class):
+    """Accepted, equal to eager at every call, and the model left as it was (the settled flag
+    is ``False`` again: the user's first eager call finds what it would have found)."""
+    model = model_class().eval()
+    before = {path: dict(vars(module)) for path, module in model.named_modules()}
+    x = randn(2, 3, 4)
+    runtime = StaticModule(model, (x,), StaticOptions()).runtime()
+    assert {path: dict(vars(module)) for path, module in model.named_modules()} == before
+    for _ in range(3):
+        with torch.inference_mode():
+            expected = model(x.clone())
+        torch.testing.assert_close(runtime(x.clone()), expected, rtol=0, atol=0)
