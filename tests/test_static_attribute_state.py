@@ -165,3 +165,28 @@ def test_harmless_attribute_writes_are_accepted_with_eager_numbers(model_class):
         with torch.inference_mode():
             expected = model(x.clone())
         torch.testing.assert_close(runtime(x.clone()), expected, rtol=0, atol=0)
+
+
+class OwnNoise(nn.Module):
+    """Draws from a generator it holds and counts its calls in a buffer written in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generator = torch.Generator().manual_seed(3)
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.count.add_(1)
+        return x + torch.randn(x.shape, generator=self.generator)
+
+
+def test_the_eager_calls_leave_buffers_and_generators_as_they_were():
+    """Preparing calls the model in eager: its buffer written in place, its own generator and the
+    global one are put back (the model itself is refused for its generator, at capture)."""
+    model = OwnNoise()
+    generator_state, global_state = model.generator.get_state(), torch.get_rng_state()
+    with pytest.raises(CaptureError, match=r"torch\.Generator"):
+        StaticModule(model, (randn(2, 3),), StaticOptions())
+    assert torch.equal(model.generator.get_state(), generator_state)
+    assert torch.equal(torch.get_rng_state(), global_state)
+    assert model.count.item() == 0

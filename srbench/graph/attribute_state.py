@@ -132,15 +132,25 @@ def _refill(copy: _Copy) -> None:
 
 
 @contextmanager
-def _buffers_kept(model: torch.nn.Module) -> Iterator[None]:
-    """The model's buffers as they were after the body (a forward writing its buffer in place)."""
+def _tensors_kept(model: torch.nn.Module) -> Iterator[None]:
+    """The model's buffers and its own generators as they were, after the body (a forward writing
+    its buffer in place, drawing from a generator it holds: capture refuses the latter, see
+    :mod:`srbench.graph.capture`, but the model is left as it was given)."""
     saved = [(buffer, buffer.clone()) for buffer in model.buffers()]
+    generators = {
+        id(value): (value, value.get_state())
+        for module in model.modules()
+        for value in vars(module).values()
+        if isinstance(value, torch.Generator)
+    }
     try:
         yield
     finally:
         with torch.inference_mode():
             for buffer, copy in saved:
                 buffer.copy_(copy)
+        for generator, state in generators.values():
+            generator.set_state(state)
 
 
 def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> None:
@@ -150,7 +160,7 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
     devices = sorted({t.device.index or 0 for t in inputs.tensors() if t.device.type == "cuda"})
     before = _state(model)
     try:
-        with torch.random.fork_rng(devices=devices), _buffers_kept(model), torch.no_grad():
+        with torch.random.fork_rng(devices=devices), _tensors_kept(model), torch.no_grad():
             model(*(call := inputs.clone()).args, **call.kwargs)
             first = _state(model)
             if all(_same(value, first.get(key)) for key, value in before.items()) and first.keys() == before.keys():
