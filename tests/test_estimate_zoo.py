@@ -69,8 +69,17 @@ def real_run(case):
     return recorder
 
 
+# torch 2.11's fake kernel of ``lstm`` gives the states a batch dimension of 1 too many
+# ([2, 1, 4, 256] for [2, 4, 256]), with or without a GPU (seen on the GPU machine); 2.13's is right.
+_OLD_FAKE_LSTM = pytest.mark.xfail(
+    torch.__version__ < "2.13", reason="torch 2.11's fake lstm kernel gives its states another shape", strict=False
+)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", BUILTIN_AND_TRANSFORMERS)
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=_OLD_FAKE_LSTM) if "lstm" in name else name for name in BUILTIN_AND_TRANSFORMERS]
+)
 def test_estimated_output_sizes_equal_the_real_runs(name):
     case = ZOO.get(name)
     estimate = estimate_case(case)

@@ -145,6 +145,18 @@ class Mixed(nn.Module):
         return x * f
 
 
+class ElementwiseChain(nn.Module):
+    """Every tensor the output's size, made by elementwise ops: their results are the same bit for
+    bit in any buffer (a GEMM's may not be: on the GPU machine's CPU and torch 2.11, ``addmm``
+    gave other last bits than ``linear`` on some buffers, and the exact check of candidates then
+    took another call there)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.sigmoid(x * 2)
+        b = torch.relu(a.t().t() - 0.5)
+        return b * 3
+
+
 class Chain(nn.Module):
     """The MLP's shape: every tensor the output's size; a view of a hosted tensor on the way."""
 
@@ -272,7 +284,7 @@ def test_the_first_writer_of_an_output_of_its_own_geometry_allocates_it(one_thre
     has another dtype or shape is still made by ``empty_strided``."""
     torch.manual_seed(0)
     x = torch.randn(64, 64)
-    chain = StaticModule(Chain(), (x,), StaticOptions(measure_choices=False)).prepared.program.function_source()
+    chain = StaticModule(ElementwiseChain(), (x,), StaticOptions(measure_choices=False)).prepared.program
     mixed = StaticModule(Mixed(), (x,), StaticOptions(measure_choices=False)).prepared.program.function_source()
-    assert "empty_strided" not in chain and "h_linear_2 = _torch_addmm(" in chain
+    assert "empty_strided" not in chain.function_source() and "h_mul_1 = _torch_mul(" in chain.function_source()
     assert "h_mul = _empty_strided(" in mixed

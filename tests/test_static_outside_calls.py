@@ -1,9 +1,10 @@
 """What a second round of models and call patterns from outside the zoo broke (found by probing
 ``transformers`` architectures, stock ``torch.nn`` pieces and unusual calls beside eager), each
 as the smallest model that shows it: a ``torch.Size`` in or out, an output with eager's
-transposed strides holding an intermediate, effect tokens under ``decompose``, a string output,
-an argument passed by keyword where the example passed it by position, and a model that writes
-its own buffers (a step counter, a batch norm left training) prepared with timed choices."""
+transposed strides holding an intermediate, effect tokens and linear-algebra checks under
+``decompose``, a string output, an argument passed by keyword where the example passed it by
+position, and a model that writes its own buffers (a step counter, a batch norm left training)
+prepared with timed choices."""
 
 from __future__ import annotations
 
@@ -63,14 +64,50 @@ class Inverse(nn.Module):
         return torch.linalg.inv(a) * 2
 
 
-def test_decomposed_checks_of_linalg_errors_run_without_effect_tokens(conformance, static_options):
-    """``run_decompositions()`` threads an effect token through ``linalg.inv``'s error check
-    (``with_effects(token, aten._linalg_check_errors, ...)``): preparing refused the graph's TOKEN
-    input. The tokens are removed and the check kept: a singular matrix still raises."""
+class Factorisations(nn.Module):
+    """Every op whose lowering splits off an error check (``_linalg_check_errors``)."""
+
+    def forward(self, a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        spd = a @ a.mT
+        return (
+            torch.linalg.cholesky(spd),
+            torch.linalg.solve(a, a[..., :2]),
+            torch.linalg.lu_factor(a)[0],
+            torch.linalg.ldl_factor(spd)[0],
+            torch.linalg.matrix_power(a, -2),
+        )
+
+
+def test_decomposed_linalg_ops_keep_their_error_checks(conformance, static_options):
+    """Lowering splits ``linalg.inv`` into ``linalg_inv_ex`` and a check of its ``info``; torch 2.11
+    dropped the check, and a singular matrix gave NaN where eager raises (seen on the GPU machine).
+    The ops that check stay whole: a singular matrix raises as in eager, on every torch."""
     first, second = randn(2, 3, 3) + 3 * torch.eye(3), randn(4, 3, 3, seed=1) + 3 * torch.eye(3)
     module = conformance(Inverse(), (first,), (second,), static_options, rtol=1e-4, atol=1e-5)
     with pytest.raises(torch.linalg.LinAlgError):
         module.runtime()(torch.zeros(2, 3, 3))
+    module = conformance(Factorisations(), (first,), (second,), static_options, rtol=1e-4, atol=1e-4)
+    with pytest.raises(torch.linalg.LinAlgError):
+        module.runtime()(torch.zeros(2, 3, 3))
+    if static_options.decompose:
+        targets = {str(node.target) for node in module.prepared.captured.graph.nodes}
+        assert not any(target.endswith("_ex.default") for target in targets), targets
+
+
+class Printing(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch.ops.aten._print("srbench-effect")
+        return x + 1
+
+
+def test_decomposed_effectful_ops_run_without_effect_tokens(conformance, static_options, capfd):
+    """``run_decompositions()`` threads an effect token through an op with side effects
+    (``with_effects(token, aten._print, ...)``): preparing refused the graph's TOKEN input. The
+    tokens are removed and the op kept: it prints at every call, as in eager."""
+    module = conformance(Printing(), (randn(3),), (randn(5, seed=1),), static_options)
+    capfd.readouterr()
+    module.runtime()(randn(3))
+    assert capfd.readouterr().out.count("srbench-effect") == 1
 
 
 class Tagged(nn.Module):

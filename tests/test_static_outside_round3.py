@@ -127,6 +127,15 @@ def test_a_model_drawing_from_its_own_generator_is_refused(model_class):
         StaticModule(model_class(), (randn(2, 3),), StaticOptions())
 
 
+def test_a_refusal_of_the_generator_by_export_itself_gives_the_same_reason():
+    """torch 2.11's export refuses a ``torch.Generator`` argument outright (seen on the GPU
+    machine); the refusal then says why as the one srbench gives after capture."""
+    from srbench.graph.capture import _reason
+
+    reason = _reason(NotImplementedError("argument of type: <class 'torch._C.Generator'>"))
+    assert "torch.Generator of its own" in reason and reason.endswith("torch._C.Generator'>)")
+
+
 class ReturnsItsInput(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x, x * 2

@@ -28,6 +28,19 @@ from srbench.inputs import Inputs
 # while it traces: two captures at once corrupt each other, so srbench captures one at a time.
 _EXPORT_LOCK = threading.Lock()
 
+_aten = torch.ops.aten
+# Linear-algebra ops whose decomposition splits off their error check (``linalg_inv`` becomes
+# ``linalg_inv_ex`` and ``_linalg_check_errors`` on its ``info``). Lowering keeps them whole:
+# torch 2.11's lowering dropped that check (a singular matrix gave NaN where eager raises; seen on
+# the GPU machine), and each has an out overload of its own, one call instead of two.
+_CHECKED_LINALG_OPS = (
+    _aten.linalg_inv.default,
+    _aten.linalg_cholesky.default,
+    _aten.linalg_solve.default,
+    _aten.linalg_lu_factor.default,
+    _aten.linalg_ldl_factor.default,
+)
+
 
 class CaptureError(RuntimeError):
     """``torch.export`` could not capture a model; the message names the model and the reason, and
@@ -83,6 +96,8 @@ def _reason(error: BaseException) -> str:
             "size taken from data), which a captured graph cannot hold; write the branch with "
             f"torch.cond (loops: torch.while_loop), or decide outside the model ({_first_line(error)})"
         )
+    if isinstance(error, NotImplementedError) and "Generator" in str(error):
+        return f"{_GENERATOR} ({_first_line(error)})"  # torch 2.11's export refuses it outright
     return _first_line(error)
 
 
@@ -121,13 +136,19 @@ def _decomposed(exported: ExportedProgram, export_with_grad: Callable[[], Export
     ('list index out of range'): such a model is exported again with gradients enabled (its
     block is then inline) and that capture lowered."""
     try:
-        return exported.run_decompositions()
+        return exported.run_decompositions(_decomposition_table())
     except Exception:  # torch raises many types here; the second lowering raises its own
         if _enables_grad(exported.graph_module):
-            return export_with_grad().run_decompositions()
-        table = torch.export.default_decompositions()
-        table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
-        return exported.run_decompositions(table)
+            return export_with_grad().run_decompositions(_decomposition_table())
+        return exported.run_decompositions(_decomposition_table(_aten.scaled_dot_product_attention.default))
+
+
+def _decomposition_table(*kept_whole: torch._ops.OpOverload) -> dict:
+    """torch's core-ATen decompositions less :data:`_CHECKED_LINALG_OPS` and ``kept_whole``."""
+    table = torch.export.default_decompositions()
+    for op in (*_CHECKED_LINALG_OPS, *kept_whole):
+        table.pop(op, None)
+    return table
 
 
 def _enables_grad(graph_module: torch.fx.GraphModule) -> bool:
@@ -139,9 +160,9 @@ def _enables_grad(graph_module: torch.fx.GraphModule) -> bool:
 
 def _without_effect_tokens(exported: ExportedProgram) -> ExportedProgram:
     """``exported`` with its effect tokens removed: ``run_decompositions()`` threads a token
-    through ops with side effects (``linalg.inv``'s check of singular matrices becomes
-    ``with_effects(token, aten._linalg_check_errors, ...)``), a graph input and output that hold
-    no data. The op itself is kept, called directly, so a singular matrix still raises as in eager."""
+    through ops with side effects (``aten._print`` becomes ``with_effects(token, aten._print, ...)``),
+    a graph input and output that hold no data. The op itself is kept, called directly, so its
+    effect still happens at every call as in eager."""
     if not any(spec.kind == InputKind.TOKEN for spec in exported.graph_signature.input_specs):
         return exported
     return _remove_effect_tokens(exported)

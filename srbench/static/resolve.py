@@ -447,9 +447,14 @@ class Resolver:
     @staticmethod
     def _is_function_of_inputs(node: torch.fx.Node) -> bool:
         """Whether ``node``'s values follow from its inputs, so computing it once is computing it
-        at every run (not so for random ops, ``empty``-like ops and callables srbench cannot see into)."""
+        at every run (not so for random ops, ``empty``-like ops, callables srbench cannot see into,
+        and ops that return nothing: ``aten._print`` is called for its effect, at every call)."""
         target = node.target
-        return isinstance(target, torch._ops.OpOverload) and ResultCheck.of(target) is ResultCheck.VALUES
+        return (
+            isinstance(target, torch._ops.OpOverload)
+            and bool(target._schema.returns)
+            and ResultCheck.of(target) is ResultCheck.VALUES
+        )
 
     # -- one node ---------------------------------------------------------------------------
 
