@@ -178,6 +178,34 @@ def test_a_model_a_runtime_cannot_take_is_an_expected_failure_with_the_reason(py
     result.stdout.fnmatch_lines(["*case[[]mlp-torchscript-t1[]]*UnsupportedRuntime: TorchScript can neither script*"])
 
 
+def test_a_known_difference_is_an_expected_failure_with_the_suites_reason(pytester):
+    """A case an ``expected_failures`` rule matches fails as expected with the rule's reason; a
+    matched case that gives eager's answers is reported as an unexpected pass, not an error."""
+    pytester.makeconftest(
+        """
+        import pytest
+        from srbench.runtimes.torchscript import TorchScriptRuntime
+
+        @pytest.fixture(autouse=True)
+        def torchscript_off_by_one(monkeypatch):
+            plain = TorchScriptRuntime.__call__
+            monkeypatch.setattr(TorchScriptRuntime, "__call__", lambda self, *inputs: plain(self, *inputs) + 1)
+        """
+    )
+    write_suite(
+        pytester,
+        "tiny.yaml",
+        """
+        axes: {models: {names: [mlp]}, runtimes: [eager, torchscript, srbench]}
+        expected_failures:
+          - {runtime: [torchscript, srbench], reason: rounds otherwise (test)}
+        """,
+    )
+    result = pytester.runpytest("suites", "-rxX")
+    result.assert_outcomes(passed=1, xfailed=1, xpassed=1)
+    result.stdout.fnmatch_lines(["XFAIL*case[[]mlp-torchscript-t1[]]*rounds otherwise (test)*"])
+
+
 def test_an_equivalence_failure_reports_the_run_and_the_largest_differences(pytester):
     pytester.makeconftest(
         """

@@ -139,6 +139,32 @@ def test_tolerance_rules_set_the_tolerance_of_the_cases_they_match(tmp_path):
     }
 
 
+def test_expected_failure_rules_give_the_cases_they_match_their_reason(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        axes:
+          models: {names: [mlp, resnet18]}
+          runtimes: [eager, torchscript]
+          threads: [1, 2]
+        expected_failures:
+          - {runtime: torchscript, reason: first}
+          - {runtime: torchscript, family: vision, threads: 2, reason: second}
+        """,
+    )
+    reasons = {case.id: case.expected_failure for case in load_suite(path).cases}
+    assert reasons == {
+        "mlp-eager-t1": None,
+        "mlp-eager-t2": None,
+        "mlp-torchscript-t1": "first",
+        "mlp-torchscript-t2": "first",
+        "resnet18-eager-t1": None,
+        "resnet18-eager-t2": None,
+        "resnet18-torchscript-t1": "first",
+        "resnet18-torchscript-t2": "second",
+    }
+
+
 SHIPPED_SUITES = sorted((pathlib.Path(__file__).parents[1] / "suites").glob("*.yaml"))
 
 
@@ -298,6 +324,24 @@ MALFORMED = [
         "tolerance_rules[0]",
         ["expected at least one of the keys rtol, atol"],
         id="tolerance-rule-without-tolerance",
+    ),
+    pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager]}\nexpected_failures: [{runtime: eager}]",
+        "expected_failures[0]",
+        ["'reason' is a required property", "expected keys: reason"],
+        id="expected-failure-without-reason",
+    ),
+    pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager]}\nexpected_failures: [{reason: always}]",
+        "expected_failures[0]",
+        ["expected at least one of the keys batch, cleanup_activations,", "threads besides reason"],
+        id="expected-failure-matching-every-case",
+    ),
+    pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager]}\nexpected_failures: [{runtme: eager, reason: x}]",
+        "expected_failures[0]",
+        ["unknown key 'runtme'", "did you mean 'runtime'?"],
+        id="expected-failure-key-typo",
     ),
     pytest.param(
         "axes: {models: {names: [mlp]}, runtimes: [static_runtime], devices: [cuda]}",

@@ -82,6 +82,9 @@ def case_marks(config: pytest.Config, spec: Any) -> list[pytest.MarkDecorator]:
             marks.append(pytest.mark.skip(reason="needs a CUDA GPU; torch.cuda.is_available() is False here"))
     if spec.unavailable:
         marks.append(pytest.mark.skip(reason=spec.unavailable))
+    if spec.expected_failure:
+        # not strict: a known difference that rounds within tolerance on some machines is no error
+        marks.append(pytest.mark.xfail(reason=spec.expected_failure, strict=False))
     return marks
 
 

@@ -4,7 +4,8 @@ Two kinds of combination are dropped. By rule, from the runtimes themselves: a s
 runtime does not read (``honours``) collapses to its default for it, so eager is not repeated for
 every planner, and a device the runtime cannot use (``devices``) is left out. By the suite's own
 ``exclude`` rules: a case that matches every key of a rule is dropped. ``tolerance_rules`` use
-the same matching to set ``rtol``/``atol`` for some cases (later rules win).
+the same matching to set ``rtol``/``atol`` for some cases, and ``expected_failures`` to mark
+cases whose difference from eager is known, with the reason (later rules win).
 
 The option axes come from :mod:`srbench.options` (one axis per option); ``batch`` is the one
 axis that is not a runtime option (it shapes the model's inputs).
@@ -50,6 +51,8 @@ class RuntimeTraits:
 
 
 TOLERANCE_KEYS = ("rtol", "atol")
+REASON_KEY = "reason"  # what an expected-failure rule says
+SET_KEYS = (*TOLERANCE_KEYS, REASON_KEY)
 OPTION_NAMES = frozenset(option.name for option in options_of())
 
 
@@ -61,9 +64,10 @@ def rule_value(case: CaseSpec, key: str) -> Any:
 
 def matches(rule: Mapping[str, Any], case: CaseSpec) -> bool:
     """Whether ``case`` matches every key of a rule (a value or a list of values); the tolerance
-    keys of a tolerance rule are what it sets, not what it matches."""
+    keys of a tolerance rule and the reason of an expected failure are what the rule sets, not
+    what it matches."""
     for key, wanted in rule.items():
-        if key in TOLERANCE_KEYS:
+        if key in SET_KEYS:
             continue
         values = wanted if isinstance(wanted, list) else [wanted]
         if rule_value(case, key) not in values:
@@ -92,6 +96,7 @@ def expand(
     *,
     exclude: Sequence[Mapping[str, Any]] = (),
     tolerance_rules: Sequence[Mapping[str, Any]] = (),
+    expected_failures: Sequence[Mapping[str, Any]] = (),
     rtol: float | None = None,
     atol: float | None = None,
     repetitions: int = 20,
@@ -123,5 +128,8 @@ def expand(
             for rule in tolerance_rules:
                 if matches(rule, case):
                     case = dataclasses.replace(case, **{key: rule[key] for key in TOLERANCE_KEYS if key in rule})
+            for rule in expected_failures:
+                if matches(rule, case):
+                    case = dataclasses.replace(case, expected_failure=rule[REASON_KEY])
             cases.setdefault(case.id, case)
     return tuple(cases.values())

@@ -108,7 +108,7 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
     check.names("runtime", axes_doc["runtimes"], runtime_names(), ["axes", "runtimes"])
     for option, registry in named_plugins:
         check.names(registry.kind, axes_doc.get(option.info.axis, []), registry.names(), ["axes", option.info.axis])
-    for section in ("exclude", "tolerance_rules"):
+    for section in ("exclude", "tolerance_rules", "expected_failures"):
         for index, rule in enumerate(document.get(section, [])):
             for key, known, kind in (
                 ("model", [entry.case.name for entry in zoo.entries()], "model"),
@@ -141,6 +141,7 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
         rtol=tolerance.get("rtol"),
         atol=tolerance.get("atol"),
         tolerance_rules=document.get("tolerance_rules", []),
+        expected_failures=document.get("expected_failures", []),
         repetitions=document.get("repetitions", 20),
         slow=document.get("slow", False),
     )

@@ -27,7 +27,7 @@ def _one_or_many(item: dict[str, Any]) -> dict[str, Any]:
 
 
 _BATCH = {"type": ["integer", "null"], "minimum": 1}
-# What exclude and tolerance rules may match: a case's model, runtime and options, by name.
+# What exclude, tolerance and expected-failure rules may match: a case's model, runtime and options, by name.
 _RULE_VALUES: dict[str, dict[str, Any]] = {
     "model": {"type": "string"},
     "provider": {"type": "string"},
@@ -94,6 +94,16 @@ SUITE_SCHEMA: dict[str, Any] = {
                 "properties": {**_RULE_PROPERTIES, **_TOLERANCE},
             },
         },
+        "expected_failures": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["reason"],
+                "minProperties": 2,
+                "properties": {**_RULE_PROPERTIES, "reason": {"type": "string", "minLength": 1}},
+            },
+        },
     },
 }
 
@@ -144,7 +154,10 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "format" and error.validator_value == _FINITE:
         return f"expected a finite number, got {error.instance!r} (it would switch the equivalence check off)"
     if error.validator == "minProperties":
-        return f"expected at least one of the keys {', '.join(sorted(error.schema.get('properties', {})))}"
+        required = error.schema.get("required", [])
+        keys = sorted(set(error.schema.get("properties", {})) - set(required))
+        besides = f" besides {', '.join(required)}" if required else ""
+        return f"expected at least one of the keys {', '.join(keys)}{besides}"
     return error.message
 
 

@@ -45,6 +45,7 @@ class CaseSpec:
     honours: tuple[str, ...] = ()
     slow: bool = False
     unavailable: str | None = None  # why the model cannot be built here (its provider's library is missing)
+    expected_failure: str | None = None  # why this case is known to differ from eager (the suite's rule)
 
     def option(self, name: str) -> Any:
         """The value of option ``name`` for this case; ``None`` for a static option the runtime
