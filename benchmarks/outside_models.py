@@ -1660,7 +1660,7 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
             runtime, calls[0], calls[1], expected[0], expected[1], rtol=case.rtol, atol=case.atol,
             outputs_may_be_reused=options.manage_output_tensors,
         )  # fmt: skip
-        wrong = _aliasing_check(runtime, calls[0], expected[0])
+        wrong = _aliasing_check(runtime, calls[0], expected[0]) or _layout_check(runtime, calls, expected)
         if wrong is not None:
             return wrong, None
     except EquivalenceError as error:
@@ -1682,6 +1682,18 @@ def _aliasing_check(runtime: Callable[..., Any], call: Any, expected: Any) -> Ch
     difference = next(f"{a[0]} shares memory with {a[1] or 'nothing'}, eager's with {b[1] or 'nothing'}"
                       for a, b in zip(shared, eager_shared) if a != b)  # fmt: skip
     return Check(Outcome.WRONG, f"outputs alias unlike eager's: {difference}")
+
+
+def _layout_check(runtime: Callable[..., Any], calls: Sequence[Any], expected: Sequence[Any]) -> Check | None:
+    """A wrong result where an output is laid out otherwise than eager's (its strides, so its
+    memory format: :mod:`srbench.measure.layout`), at either shape."""
+    from srbench.measure.layout import layout_difference
+
+    for shape, (call, answer) in enumerate(zip(calls, expected)):
+        difference = layout_difference(call.clone().call(runtime), answer.outputs)
+        if difference is not None:
+            return Check(Outcome.WRONG, f"shape {shape}: {difference}")
+    return None
 
 
 def _fields(options: Any) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from srbench.graph.capture import CaptureError
+from srbench.graph.eager_layout import OutputLayouts, eager_layouts
 from srbench.inputs import Inputs
 
 # Module attributes that are no state of the model's forward: its registered tensors and
@@ -154,25 +155,28 @@ def _tensors_kept(model: torch.nn.Module) -> Iterator[None]:
             generator.set_state(state)
 
 
-def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> None:
+def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> OutputLayouts | None:
     """Raise :class:`CaptureError` if ``model``'s eager calls on ``inputs`` carry state from call
     to call in a plain attribute (see the module docstring), naming the module, the attribute and
-    its values; leave ``model`` as it was either way."""
+    its values; leave ``model`` as it was either way. Else the layouts of the first call's
+    outputs (:func:`srbench.graph.eager_layout.eager_layouts`), which the program is to give its
+    own (no eager call more for them); ``None`` where eager cannot run the model."""
     devices = sorted({t.device.index or 0 for t in inputs.tensors() if t.device.type == "cuda"})
     before = _state(model)
     try:
         with torch.random.fork_rng(devices=devices), _tensors_kept(model), torch.no_grad():
-            model(*(call := inputs.clone()).args, **call.kwargs)
+            outputs = model(*(call := inputs.clone()).args, **call.kwargs)
+            layouts = eager_layouts(outputs, (*call.tensors(), *model.parameters(), *model.buffers()))
             first = _state(model)
             if all(_same(value, first.get(key)) for key, value in before.items()) and first.keys() == before.keys():
-                return
+                return layouts
             model(*(call := inputs.clone()).args, **call.kwargs)
             second = _state(model)
     except Exception:  # eager cannot run it: no calls to compare, nothing to refuse
         # An op with no eager kernel for the device (which srbench may still run with an out
         # variant registered for it, or report by name at prepare time) fails here first; the
         # check has no verdict then, and capture and the runtime say what they can do.
-        return
+        return None
     finally:
         _put_back(model, before)
     for key in first.keys() | second.keys():
@@ -188,3 +192,4 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
                 "numbers, silently, wherever it is read). Keep such state in a registered buffer written "
                 "in place, or pass it in",
             )
+    return layouts

@@ -32,6 +32,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from srbench.graph import CapturedGraph, CaptureError, capture
 from srbench.graph.attribute_state import refuse_carried_state
+from srbench.graph.eager_layout import give_eager_layouts
 from srbench.graph.subgraph import Subgraph, capture_subgraph
 from srbench.inputs import Inputs
 from srbench.memory.hosting import NO_HOSTING, Hosting, estimated_peak, plan_hosting, validate_hosting
@@ -203,17 +204,21 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
     program writing one), the capture without it: torch's own decomposition fails on such a
     program ('expected compiled_fn to be GraphModule'), and ``decompose`` is not applied to it,
     as to inputs that share memory. A model carrying state from call to call in a plain Python
-    attribute is refused first (:mod:`srbench.graph.attribute_state`)."""
-    refuse_carried_state(model, inputs, name=name)
+    attribute is refused first (:mod:`srbench.graph.attribute_state`); that check's eager call
+    gives the layouts the program's outputs are copied into where the graph's differ
+    (:mod:`srbench.graph.eager_layout`)."""
+    layouts = refuse_carried_state(model, inputs, name=name)
     try:
-        return capture(model, inputs, name=name, decompose=decompose)
+        captured = capture(model, inputs, name=name, decompose=decompose)
     except CaptureError:
         tensors = (*model.parameters(), *model.buffers(), *inputs.tensors())
         pointers = [storage_pointer(tensor) for tensor in tensors]
         known = [pointer for pointer in pointers if pointer is not None]
         if not decompose or len(known) == len(set(known)):
             raise
-    return capture(model, inputs, name=name, decompose=False)
+        captured = capture(model, inputs, name=name, decompose=False)
+    give_eager_layouts(captured, layouts)
+    return captured
 
 
 def _with_shared_storage(written: set[str], values: Mapping[str, Any]) -> set[str]:

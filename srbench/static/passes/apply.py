@@ -19,6 +19,8 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils import _pytree as pytree
 
+from srbench.graph.eager_layout import same_layout
+
 
 class RewriteOutcome(enum.Enum):
     APPLIED = "applied"
@@ -129,12 +131,6 @@ def _captured_layouts(graph: torch.fx.Graph) -> dict[str, tuple[int, ...]]:
     return layouts
 
 
-def _same_layout(shape: Sequence[int], stride: Sequence[int], wanted: Sequence[int]) -> bool:
-    """Whether ``stride`` and ``wanted`` lay a tensor of ``shape`` out alike (the stride of a
-    dimension of size 1 means nothing)."""
-    return all(size == 1 or a == b for size, a, b in zip(shape, stride, wanted))
-
-
 def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     strides, step = [], 1
     for size in reversed(shape):
@@ -147,9 +143,9 @@ def _in_layout(value: Any, wanted: tuple[int, ...]) -> Any:
     """``value`` as a layout-bound op captured with input strides ``wanted`` must see it: as it is,
     or copied contiguous where a rewrite upstream changed its layout (channels-last results of
     oneDNN's convolutions, say); see :func:`_restore_layouts`, which does the same in the graph."""
-    if not isinstance(value, torch.Tensor) or _same_layout(value.shape, value.stride(), wanted):
+    if not isinstance(value, torch.Tensor) or same_layout(value.shape, value.stride(), wanted):
         return value
-    if not _same_layout(value.shape, _contiguous_strides(value.shape), wanted):
+    if not same_layout(value.shape, _contiguous_strides(value.shape), wanted):
         raise LayoutChanged(f"a rewrite changed the layout of a tensor read as laid out (strides {wanted})")
     return value.clone(memory_format=torch.contiguous_format)
 
@@ -249,14 +245,19 @@ def _refresh_metadata(context: PassContext, layouts: Layouts) -> None:
             node.meta["val"] = pytree.tree_map_only(torch.Tensor, fake.from_tensor, values[node.name])
 
 
-def _output_strides(graph: torch.fx.Graph) -> list[tuple[int, ...] | None]:
-    """The strides of the graph's outputs, by position."""
+def _strides(node: torch.fx.Node) -> tuple[int, ...] | None:
+    meta = node.meta.get("val")
+    return tuple(meta.stride()) if isinstance(meta, torch.Tensor) else None
+
+
+def _output_strides(graph: torch.fx.Graph) -> list[tuple[tuple[int, ...] | None, tuple[int, ...] | None]]:
+    """The strides of the graph's outputs, by position, each with the strides of the tensor its
+    chain of views starts from (itself where it is no view)."""
     output = next(node for node in graph.nodes if node.op == "output")
-    strides: list[tuple[int, ...] | None] = []
+    strides: list[tuple[tuple[int, ...] | None, tuple[int, ...] | None]] = []
 
     def note(node: torch.fx.Node) -> torch.fx.Node:
-        meta = node.meta.get("val")
-        strides.append(meta.stride() if isinstance(meta, torch.Tensor) else None)
+        strides.append((_strides(node), _strides(_view_chain(node)[0])))
         return node
 
     torch.fx.node.map_arg(output.args, note)
@@ -271,11 +272,17 @@ def _contiguous_copy(graph: torch.fx.Graph, node: torch.fx.Node, before: torch.f
     return copy
 
 
-def _restore_layouts(graph: torch.fx.Graph, layouts: Layouts, output_strides: Sequence[tuple[int, ...] | None]) -> None:
+def _restore_layouts(
+    graph: torch.fx.Graph,
+    layouts: Layouts,
+    output_strides: Sequence[tuple[tuple[int, ...] | None, tuple[int, ...] | None]],
+) -> None:
     """Layout-bound ops whose input a rewrite laid out otherwise read a contiguous copy of it, as
     captured (a ``view`` of a channels-last convolution result would fail, an ``as_strided``
     would read other elements); :func:`_in_layout` does the same when the graph is checked. And
-    graph outputs whose strides a rewrite changed are that copy too, in their original layout.
+    graph outputs whose strides a rewrite changed are that copy too, in their original layout, and
+    so are outputs viewing a tensor whose layout it changed (a ``flatten`` or ``reshape`` of a
+    channels-last result is a copy with the strides captured, no longer a view of its base).
     One copy per tensor, made before its first such reader: the outputs then share memory as
     eager's do (a tensor returned twice is one tensor, a returned view sees its returned base)."""
     copies: dict[torch.fx.Node, torch.fx.Node] = {}
@@ -289,7 +296,7 @@ def _restore_layouts(graph: torch.fx.Graph, layouts: Layouts, output_strides: Se
         wanted = layouts.get(node.name) if node.op == "call_function" else None
         source = node.args[0] if wanted is not None else None
         meta = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
-        if not isinstance(meta, torch.Tensor) or _same_layout(meta.shape, meta.stride(), wanted or ()):
+        if not isinstance(meta, torch.Tensor) or same_layout(meta.shape, meta.stride(), wanted or ()):
             continue
         assert isinstance(source, torch.fx.Node)
         node.args = (copy_of(source, node), *node.args[1:])
@@ -297,10 +304,12 @@ def _restore_layouts(graph: torch.fx.Graph, layouts: Layouts, output_strides: Se
     position = iter(range(len(output_strides)))
 
     def restore(node: torch.fx.Node) -> torch.fx.Node:
-        meta, wanted = node.meta.get("val"), output_strides[next(position)]
-        if wanted is None or not isinstance(meta, torch.Tensor) or meta.stride() == wanted:
+        (wanted, root_wanted), meta = output_strides[next(position)], node.meta.get("val")
+        if wanted is None or not isinstance(meta, torch.Tensor):
             return node
         root, views = _view_chain(node)
+        if meta.stride() == wanted and (not views or _strides(root) == root_wanted):
+            return node
         if views:
             replayed = _replay_views(graph, views, copy_of(root, output), output)
             if replayed.meta["val"].stride() == wanted:
