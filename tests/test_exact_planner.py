@@ -548,3 +548,48 @@ def test_a_refusal_its_placement_did_not_cause_ends_the_node(order):
         assert state.run(10**6) == EXHAUSTED
         steps.add(state.steps)
     assert len(steps) == 1, steps
+
+
+def _compacted(part, offsets: np.ndarray) -> np.ndarray:
+    """``offsets`` with every buffer moved into the lowest free slot of its lifetime until none
+    moves: a canonical solution, one the search reaches by placing each buffer at its minimum
+    offset in offset order."""
+    offsets = offsets.copy()
+    moved = True
+    while moved:
+        moved = False
+        for buffer in np.argsort(offsets, kind="stable"):
+            neighbours = part.neighbour_idx[part.neighbour_ptr[buffer] : part.neighbour_ptr[buffer + 1]]
+            lowest = 0
+            for start, end in sorted(zip(offsets[neighbours], offsets[neighbours] + part.size[neighbours])):
+                if start >= lowest + part.size[buffer]:
+                    break
+                lowest = max(lowest, int(end))
+            if lowest < offsets[buffer]:
+                offsets[buffer], moved = lowest, True
+    return offsets
+
+
+@pytest.mark.parametrize(("seed", "buffers"), [(17, 214), (43, 199), (43, 128)])
+def test_the_search_walks_a_generated_instance_known_packing_given_its_order(seed, buffers):
+    """At a few hundred buffers no brute force decides an instance, but a generated one carries
+    a packing at its capacity: given that packing's order (compacted to a canonical solution, its
+    ranks as the static order), a complete search follows it to the end, turning back only where
+    a lower buffer comes first and is refuted, in a few hundred steps (about twice the buffers).
+    A rule refusing a placement on that path (or any before it) would send the search into
+    subtrees that take hundreds of thousands of steps (seed 17's other part, whose packing leaves
+    six lower buffers behind at its 69th placement, needs 402,889)."""
+    instance = hard_instance(seed)
+    table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
+    group = next(g for g in time_groups(table[0], table[1]) if len(g) == buffers)
+    part = build_partition(group, *table)
+    witness = np.array([instance.witness[instance.records[index].id] for index in group], dtype=np.int64)
+    canonical = _compacted(part, witness)
+    assert (canonical + part.size).max() <= instance.capacity and (canonical <= witness).all()
+    rank = np.empty(buffers, dtype=np.int64)
+    rank[np.argsort(canonical, kind="stable")] = np.arange(buffers)
+    # Order "Z" sorts by size times the factor, descending: the factors turn it into the ranks.
+    state = SearchState(part, instance.capacity, "Z", 1, (buffers - rank) / part.size)
+    assert state.run(3 * buffers) == FOUND
+    offsets = state.offsets()
+    assert (offsets + part.size).max() <= instance.capacity
