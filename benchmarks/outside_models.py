@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 115
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 139
 models that are not in the zoo, offline and randomly initialised: stock ``torch.nn`` pieces
 and small hand-written models that exercise one semantic each (masks, recurrent layers, 1-D/3-D
 and transposed convolutions, normalisations, pixel shuffle, resampling, pytree inputs and
@@ -20,8 +20,9 @@ For each model, in one process, one model at a time, one intra-op thread:
    shape 0, shape 1, shape 0 again; inputs as eager leaves them; outputs of one run not
    overwritten by the next unless outputs are managed), then once more on shape 0 for which
    outputs share memory with which inputs and outputs (``srbench.measure.aliasing``: an output
-   that is an input, a view of one, or another output, as eager's are), and through the
-   ``srbench`` runtime plugin as suites call it;
+   that is an input, a view of one, or another output, as eager's are) and, at both shapes, for
+   each output's strides (``srbench.measure.layout``: its memory format, as eager's), and
+   through the ``srbench`` runtime plugin as suites call it;
 3. the time per call of eager (under ``torch.inference_mode``, as the eager runtime plugin) and
    of srbench with default options, medians of interleaved rounds on shape 0; the ratio
    srbench / eager is what the table shows. On a shared machine these ratios move by several
@@ -34,8 +35,9 @@ For each model, in one process, one model at a time, one intra-op thread:
 Exit status 0 when every capturable model is equivalent under every option set, 1 otherwise.
 What the sweep found, and what still fails, is in the README ("Models from outside the zoo"); each
 fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
-``tests/test_static_outside_calls.py`` (the second), ``tests/test_static_outside_round3.py`` or
-``tests/test_static_outside_round4.py`` on the smallest model that showed it.
+``tests/test_static_outside_calls.py`` (the second), ``tests/test_static_outside_round3.py``,
+``tests/test_static_outside_round4.py`` or ``tests/test_static_outside_round5.py`` on the
+smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
@@ -1278,6 +1280,267 @@ def _fourth_round() -> list[OutsideModel]:
     ]  # fmt: skip
 
 
+def _fifth_round() -> list[OutsideModel]:
+    """The fifth round, the first to compare output strides: attention whose eager path or
+    lowering lays its result out otherwise, norms and convolutions of strided inputs,
+    channels-last inputs to a contiguous model, dtype promotion, int8 arithmetic, ties, duplicate
+    indices, overlapping and restrided inputs, None in nested outputs, Python scalars that change."""
+    import collections
+
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class Attention(nn.Module):
+        """MultiheadAttention on itself (eager's fast path at batch > 1), then SDPA with a boolean
+        mask, a float mask and a scale, causal, and grouped-query heads."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.attention = nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, x: torch.Tensor, mask: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            y, weights = self.attention(x, x, x)
+            q = y.unflatten(-1, (4, 8)).transpose(1, 2)
+            return (
+                y,
+                weights,
+                F.scaled_dot_product_attention(q, q, q, attn_mask=mask),
+                F.scaled_dot_product_attention(q, q, q, attn_mask=bias, scale=0.3),
+                F.scaled_dot_product_attention(q, q, q, is_causal=True),
+                F.scaled_dot_product_attention(q, q[:, :2], q[:, :2], enable_gqa=True),
+            )
+
+    def attention_inputs(shape: int) -> Any:
+        batch, length = _batch(shape), (6, 9)[shape]
+        mask = torch.rand(batch, 1, length, length, generator=_seeded(shape)) > 0.3
+        mask[..., 0] = True
+        return _call(_randn(shape, batch, length, 32), mask, _randn(shape, 1, 4, length, length))
+
+    class StridedNorms(nn.Module):
+        """BatchNorm1d and LayerNorm of a transposed sequence, a convolution of a permuted
+        (channels-last strided) map, GroupNorm and InstanceNorm of it."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.batch_norm, self.layer_norm = nn.BatchNorm1d(8), nn.LayerNorm(6)
+            self.conv, self.group_norm = nn.Conv2d(8, 4, 1), nn.GroupNorm(2, 8)
+            self.instance_norm = nn.InstanceNorm2d(8, affine=True)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            sequence = x.flatten(1, 2)  # (batch, 6 * 6, 8)
+            image = x.permute(0, 3, 1, 2)  # (batch, 8, 6, 6), channels-last strides
+            return (
+                self.batch_norm(sequence.transpose(1, 2)),
+                self.layer_norm(sequence.transpose(1, 2)[..., :6]),
+                self.conv(image),
+                self.group_norm(image),
+                self.instance_norm(image),
+            )
+
+    class ChannelsLastOps(nn.Module):
+        """A contiguous model's ops on a channels-last input: convolutions, elementwise, pads,
+        resampling, pools, pixel shuffles, reductions."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(4, 6, 3)
+            self.transposed = nn.ConvTranspose2d(4, 6, 3, stride=2)
+            self.depthwise = nn.Conv2d(4, 4, 3, groups=4, padding=1)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return (
+                self.conv(x), self.transposed(x), self.depthwise(x), torch.relu(x) * 2 + x.mean((2, 3), keepdim=True),
+                F.pad(x, (1, 2, 0, 1)), F.pad(x, (1, 1, 1, 1), mode="reflect"), F.interpolate(x, scale_factor=2),
+                F.interpolate(x, size=(7, 9), mode="bilinear"), F.avg_pool2d(x, 2), F.adaptive_max_pool2d(x, 3),
+                F.pixel_shuffle(x, 2), F.pixel_unshuffle(x, 2), F.normalize(x, dim=1), x.argmax(1),
+                torch.empty_like(x).copy_(x), x.clone(),
+            )  # fmt: skip
+
+    class Promotion(nn.Module):
+        """bfloat16 and float16 Linears, promotion with int64, float32 and float64, where with
+        Python scalars, reductions and softmax into float32."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.bf16, self.fp16 = nn.Linear(8, 8).to(torch.bfloat16), nn.Linear(8, 8).half()
+
+        def forward(self, x: torch.Tensor, ints: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            a = self.bf16(x.to(torch.bfloat16))
+            return (
+                a, a.float() + x, self.fp16(x.half()) * ints, torch.where(ints > 0, a, 0.5),
+                torch.where(ints > 0, 1, x.double()), x.half() + a, a.sum(dtype=torch.float32),
+                torch.softmax(a, -1, dtype=torch.float32),
+            )  # fmt: skip
+
+    def promotion_inputs(shape: int) -> Any:
+        batch = _batch(shape)
+        return _call(_randn(shape, batch, 8), torch.randint(-2, 3, (batch, 8), generator=_seeded(shape)))
+
+    class Int8Arithmetic(nn.Module):
+        """Per-row int8 quantisation, an int32-accumulated matmul with an int8 weight, dequantised;
+        int16 packing, shifts, floor division and remainder of negative numbers."""
+
+        w: torch.Tensor
+        w_scale: torch.Tensor
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("w", torch.randint(-127, 127, (16, 8), dtype=torch.int8))
+            self.register_buffer("w_scale", torch.rand(16) * 0.01 + 0.001)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            scale = x.abs().amax(dim=-1, keepdim=True).clamp(min=1e-5) / 127
+            q = torch.clamp(torch.round(x / scale), -128, 127).to(torch.int8)
+            acc = torch.matmul(q.to(torch.int32), self.w.to(torch.int32).t())
+            packed = (q.to(torch.int16) << 4) | (q.to(torch.int16) & 0xF)
+            return acc.float() * scale * self.w_scale, q, packed, acc >> 3, acc // 7, acc % -5
+
+    class Ties(nn.Module):
+        """sort (stable or not), topk, kthvalue, mode, argsort and unique_consecutive of rounded
+        values, so with ties."""
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            r = torch.round(x * 2) / 2
+            return (
+                *torch.sort(r, dim=-1), *torch.sort(r, dim=-1, stable=True, descending=True), *torch.topk(r, 3),
+                *torch.kthvalue(r, 2), *torch.mode(r), r.argsort(dim=0, stable=True),
+                torch.unique_consecutive(r.flatten()),
+            )  # fmt: skip
+
+    Head = collections.namedtuple("Head", ["logits", "aux", "extra"])
+
+    class NestedNone(nn.Module):
+        """A dict holding a namedtuple holding a list, with None at three depths; an optional
+        mask and a keyword-only argument left at its default."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 4)
+
+        def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, extra: Any = None) -> dict[str, Any]:
+            y = self.linear(x)
+            if mask is not None:
+                y = y.masked_fill(~mask, 0.0)
+            scale = extra if extra is not None else y.mean()
+            return {"out": Head(y, None, [y.sum(), None, (x, None)]), "none": None, "scale": scale}
+
+    class DuplicateIndices(nn.Module):
+        """index_put_ with and without accumulate, scatter_add, scatter_reduce amax, index_reduce
+        prod and bincount, at repeated indices."""
+
+        def forward(self, x: torch.Tensor, index: torch.Tensor, source: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            summed, ones = x.clone(), x.clone()
+            summed.index_put_((index,), source, accumulate=True)
+            ones.index_put_((index,), torch.ones_like(source))  # equal values at repeated indices
+            columns = index[:, None].expand(-1, x.shape[1])
+            return (
+                summed, ones, torch.zeros(10, x.shape[1]).scatter_add(0, columns, source),
+                torch.zeros(10).scatter_reduce(0, index, source[:, 0], reduce="amax", include_self=False),
+                torch.zeros(10).index_reduce(0, index, source[:, 0], "prod"), torch.bincount(index, minlength=10),
+            )  # fmt: skip
+
+    def duplicate_inputs(shape: int) -> Any:
+        index = (torch.tensor([1, 3, 1, 1, 9, 3]), torch.tensor([0, 0, 0, 0, 2, 2, 5, 9]))[shape]
+        return _call(_randn(shape, 10, 3), index, _randn(shape, len(index), 3))
+
+    class ReadsOverlapping(nn.Module):
+        def forward(self, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return x * 2, x @ w, x.sum(0), x.unsqueeze(0) + x.unsqueeze(1)
+
+    def overlapping_inputs(shape: int) -> Any:
+        rows = (5, 7)[shape]
+        return _call(_randn(shape, rows + 3).as_strided((rows, 4), (1, 1)), _randn(shape, 4, 3))
+
+    class Restrided(nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return x + 1, x.reshape(-1) * 2, x.flatten(1).sum(1), x.mT @ x
+
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor, *, scale: float = 0.5, shift: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.linear(x) * scale + shift, x * scale
+
+    class InferenceModeInside(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.inference_mode():
+                y = self.linear(x)
+            return y + self.linear(y).tanh()
+
+    class FlattenedConvolution(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.norm = nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            y = torch.relu(self.norm(self.conv(x)))
+            return y, y.flatten(1), y.reshape(y.shape[0], -1)
+
+    class Padded(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = nn.Embedding(10, 4, padding_idx=0)
+            self.bag = nn.EmbeddingBag(10, 4, padding_idx=0, mode="mean")
+
+        def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return self.embedding(ids), self.bag(ids), F.one_hot(ids, 10).float().cumsum(1)
+
+    def dynamic_quantized() -> Any:
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
+        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+
+    def channels_last(sizes: tuple[int, int], channels: int) -> Callable[[int], Any]:
+        def make(shape: int) -> Any:
+            image = _randn(shape, _batch(shape), channels, sizes[shape], sizes[shape])
+            return _call(image.contiguous(memory_format=torch.channels_last))
+
+        return make
+
+    return [
+        OutsideModel("attention_layouts", "MultiheadAttention on itself (eager's fast path), SDPA with bool/float "
+                     "masks, scale, causal, grouped-query heads", Attention, attention_inputs),
+        OutsideModel("strided_norms", "BatchNorm1d/LayerNorm of a transposed sequence, Conv2d/GroupNorm/InstanceNorm "
+                     "of a permuted map", StridedNorms,
+                     lambda shape: _call(_randn(shape, _batch(shape), 6, 6, 8)), atol=1e-4),
+        OutsideModel("channels_last_ops", "a contiguous model on a channels-last input: convs, pads, resampling, "
+                     "pools, pixel shuffles", ChannelsLastOps, channels_last((6, 8), 4), atol=1e-4),
+        OutsideModel("dtype_promotion", "bf16/fp16 Linears, promotion with int64/float64, where with Python scalars",
+                     Promotion, promotion_inputs, rtol=1e-2, atol=1e-2),
+        OutsideModel("int8_arithmetic", "int8 row quantising, int32-accumulated matmul, shifts, // and % by negatives",
+                     Int8Arithmetic, _features_of(8), atol=1e-4),
+        OutsideModel("ties", "sort/topk/kthvalue/mode/argsort(stable)/unique_consecutive with ties", Ties,
+                     lambda shape: _call(_randn(shape, _batch(shape) + 2, 9))),
+        OutsideModel("nested_none", "dict > namedtuple > list outputs with None at three depths, optional mask",
+                     NestedNone, lambda shape: _call(_randn(shape, _batch(shape), 8),
+                                                     torch.rand(_batch(shape), 4, generator=_seeded(shape)) > 0.5)),
+        OutsideModel("duplicate_indices", "index_put_ (accumulate or not), scatter_add/reduce, index_reduce, "
+                     "bincount at repeated indices", DuplicateIndices, duplicate_inputs),
+        OutsideModel("overlapping_input", "an input whose rows overlap (as_strided, stride (1, 1))", ReadsOverlapping,
+                     overlapping_inputs),
+        OutsideModel("restrided_input", "a contiguous input, then a transposed one (reshape, flatten, mT @)",
+                     Restrided, lambda shape: _call(_randn(shape, 2, 4, 4) if shape == 0
+                                                    else _randn(shape, 3, 4, 4).transpose(1, 2))),
+        OutsideModel("scalar_kwargs", "keyword-only Python float/int that change between calls (0.5, then 2.0)",
+                     Scaled, lambda shape: _call(_randn(shape, _batch(shape), 8), scale=(0.5, 2.0)[shape],
+                                                 shift=(1, -3)[shape])),
+        OutsideModel("inference_mode_inside", "an inference_mode block in forward", InferenceModeInside,
+                     _features_of(8)),
+        OutsideModel("conv_flattened", "Conv-BN-ReLU returned with its flatten(1) and reshape (views in eager)",
+                     FlattenedConvolution, _images((8, 6)), atol=1e-4),
+        OutsideModel("padding_idx", "Embedding/EmbeddingBag with padding_idx, one_hot cumsum", Padded,
+                     _ids((5, 4), 10)),
+        OutsideModel("dynamic_quantized", "torch.ao quantize_dynamic Linear (qint8)", dynamic_quantized,
+                     _features_of(8), rtol=1e-3, atol=1e-3),
+    ]  # fmt: skip
+
+
 def _features_of(width: int) -> Callable[[int], Any]:
     return lambda shape: _call(_randn(shape, _batch(shape), width))
 
@@ -1585,6 +1848,31 @@ def _transformers_models() -> list[OutsideModel]:
         ("hf_speech2text", "Speech2TextModel", "Speech2TextConfig", "last_hidden_state",
          dict(SEQ2SEQ, use_cache=False, input_feat_per_channel=16, max_source_positions=64, num_conv_layers=2,
               conv_channels=32), _speech_features(16, (40, 32))),
+        # the fifth round: mixtures of experts (routing by topk, experts on the tokens routed to
+        # them), other decoders, windowed vision, sliding-window attention
+        ("hf_mixtral", "MixtralForCausalLM", "MixtralConfig", "logits",
+         dict(DECODER, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, use_cache=False),
+         _tokens(1000)),
+        ("hf_qwen2_moe", "Qwen2MoeForCausalLM", "Qwen2MoeConfig", "logits",
+         dict(DECODER, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+              shared_expert_intermediate_size=64, use_cache=False), _tokens(1000)),
+        ("hf_olmoe", "OlmoeForCausalLM", "OlmoeConfig", "logits",
+         dict(DECODER, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, use_cache=False), _tokens(1000)),
+        ("hf_starcoder2", "Starcoder2ForCausalLM", "Starcoder2Config", "logits",
+         dict(DECODER, num_key_value_heads=2, use_cache=False), _tokens(1000)),
+        ("hf_stablelm", "StableLmForCausalLM", "StableLmConfig", "logits",
+         dict(DECODER, num_key_value_heads=2, use_cache=False), _tokens(1000)),
+        ("hf_cohere", "CohereForCausalLM", "CohereConfig", "logits",
+         dict(DECODER, num_key_value_heads=2, use_cache=False), _tokens(1000)),
+        ("hf_swinv2", "Swinv2Model", "Swinv2Config", "last_hidden_state",
+         dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4),
+         _pixels((32, 32))),
+        ("hf_hiera", "HieraModel", "HieraConfig", "last_hidden_state",
+         dict(embed_dim=16, image_size=[64, 64], patch_size=[7, 7], patch_stride=[4, 4], patch_padding=[3, 3],
+              depths=[1, 1, 1, 1], num_heads=[1, 1, 2, 2], query_stride=[2, 2], masked_unit_size=[8, 8]),
+         _pixels((64, 64))),
+        ("hf_longformer", "LongformerModel", "LongformerConfig", "last_hidden_state",
+         dict(ENCODER, attention_window=8), _tokens(1000, (32, 16))),
     ]  # fmt: skip
     cases = [
         OutsideModel(name, f"transformers {cls}, small, {'its whole ModelOutput' if out is None else out}",
@@ -1608,7 +1896,9 @@ def _transformers_models() -> list[OutsideModel]:
 
 def outside_models() -> list[OutsideModel]:
     """Every model of the sweep, torch.nn ones first."""
-    return _torch_models() + _torch_pieces() + _third_round() + _fourth_round() + _transformers_models()
+    return (
+        _torch_models() + _torch_pieces() + _third_round() + _fourth_round() + _fifth_round() + _transformers_models()
+    )
 
 
 # --------------------------------------------------------------------------------------------

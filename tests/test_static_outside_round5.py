@@ -173,3 +173,26 @@ def test_a_rewritten_convolution_returned_with_its_flattened_views(conformance, 
     fused = [rewrite.outcome.value for rewrite in module.prepared.rewrites if rewrite.pass_name == "fused_convolution"]
     if torch.backends.mkldnn.is_available():
         assert fused == ["applied"]
+
+
+class ConvolutionBesideItsInput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.conv(x), F.normalize(x, dim=1)  # x / norm(x).clamp_min(eps).expand_as(x)
+
+
+def test_an_op_reading_an_input_and_a_result_after_a_rewrite_on_several_streams(conformance):
+    """A rewrite gives every op node metadata of a fake mode of its own, the inputs keep export's;
+    the schedulers' cost model runs each op on its arguments' FakeTensors, and an op reading an
+    input and an op's result (``expand_as`` in ``F.normalize``) had FakeTensors of two modes:
+    preparing failed under ``streams`` wherever a rewrite was applied ('fake mode ... doesn't
+    match mode'). They are remade in one mode now."""
+    image = randn(2, 4, 6, 6).contiguous(memory_format=torch.channels_last)
+    options = StaticOptions(streams=2, measure_choices=False)
+    module = conformance(ConvolutionBesideItsInput().eval(), (image,), (randn(3, 4, 5, 5, seed=1),), options)
+    fused = [rewrite.outcome.value for rewrite in module.prepared.rewrites if rewrite.pass_name == "fused_convolution"]
+    if torch.backends.mkldnn.is_available():
+        assert fused == ["applied"]

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported where it is used: the cost model itself is plain data
     import torch
@@ -68,6 +68,31 @@ def _meta_tensors(value: object) -> list[torch.Tensor]:
     return [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
 
 
+def _in_one_fake_mode(values: Any) -> tuple[Any, Any]:
+    """``values`` with every FakeTensor remade, by its geometry, in one new fake mode, and that
+    mode (``None`` where a size is symbolic). A rewrite gives every op node metadata of a fake
+    mode of its own (:func:`srbench.static.passes.apply._refresh_metadata`), the graph's inputs
+    keep export's, so an op reading an input and an op's result has arguments of two modes,
+    which no op runs on (``F.normalize``'s ``expand_as`` beside a rewritten convolution:
+    preparing failed under ``streams``)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch.utils import _pytree as pytree
+
+    from srbench.memory.lifetimes import has_static_geometry
+
+    fakes = [leaf for leaf in pytree.tree_leaves(values) if isinstance(leaf, FakeTensor)]
+    if not all(has_static_geometry(fake) for fake in fakes):
+        return None, values
+    mode = FakeTensorMode()
+
+    def remade(fake: torch.Tensor) -> torch.Tensor:
+        with mode:
+            return torch.empty_strided(fake.shape, fake.stride(), dtype=fake.dtype, device=fake.device)
+
+    return mode, pytree.tree_map_only(FakeTensor, remade, values)
+
+
 def node_flops(node: torch.fx.Node) -> int:
     """FLOPs of one op of a captured graph, counted by :class:`torch.utils.flop_counter.FlopCounterMode`
     running the op on the node's FakeTensor arguments (composite ops such as ``linear`` and
@@ -83,7 +108,10 @@ def node_flops(node: torch.fx.Node) -> int:
         return 0  # an input without metadata (a constant a rewrite added): nothing to run fake on
     args = torch.fx.node.map_arg(node.args, lambda arg: arg.meta.get("val"))
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda arg: arg.meta.get("val"))
-    fake_mode = detect_fake_mode(_meta_tensors((args, tuple(kwargs.values()))))
+    try:
+        fake_mode = detect_fake_mode(_meta_tensors((args, tuple(kwargs.values()))))
+    except AssertionError:  # FakeTensors of two modes: remade in one
+        fake_mode, (args, kwargs) = _in_one_fake_mode((args, kwargs))
     if fake_mode is None:
         return 0
     try:
