@@ -22,8 +22,13 @@ srbench itself checks them (:class:`~srbench.static.resolve.ResultCheck`).
 
 from __future__ import annotations
 
+import contextlib
+import enum
+import itertools
+import os
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +36,10 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+from srbench.graph.capture import CaptureError, capture
 from srbench.inputs import Inputs
 from srbench.measure.equivalence import compare, structure_difference
-from srbench.static import InputSignatureError, StaticModule, StaticOptions
+from srbench.static import InputSignatureError, RuntimePool, StaticModule, StaticOptions, UnsupportedOpError
 from srbench.static.resolve import ResultCheck
 
 op_db = pytest.importorskip(
@@ -194,13 +200,27 @@ class OpCall:
     fresh: Inputs
     other: Inputs | None
 
+    @property
+    def runs(self) -> list[tuple[str, Inputs]]:
+        """The calls of the protocol, named: the sample, fresh values, the sample again, another shape."""
+        runs = [("sample", self.first), ("fresh values", self.fresh), ("sample again", self.first)]
+        return runs + ([("another shape", self.other)] if self.other is not None else [])
 
-def op_call(case: OpCase) -> OpCall:
+
+def _any(call: SampleCall) -> bool:
+    return True
+
+
+def op_call(case: OpCase, first: Callable[[SampleCall], bool] = _any) -> OpCall:
     """The OpInfo's first sample that eager runs and torch.export captures, with its fresh twin
-    and another shape; skips or xfails with the reason if there is none."""
+    and another shape; skips or xfails with the reason if there is none. Samples for which
+    ``first`` holds are tried first (their twins kept beside them)."""
     samples, redrawn = _samples(case, seed=0), _samples(case, seed=1)
     if not samples:
         pytest.skip(f"OpInfo has no {case.dtype} sample on the CPU")
+    order = sorted(range(len(samples)), key=lambda index: not first(samples[index]))
+    twins = [redrawn[i] if i < len(redrawn) else None for i in order]
+    samples = [samples[i] for i in order]
     eager_refusal: Exception | None = None
     export_refusal: str | None = None
     for index, call in enumerate(samples[:SAMPLES_TRIED]):
@@ -215,7 +235,7 @@ def op_call(case: OpCase) -> OpCall:
         if (reason := _export_refusal(model, call.tensors)) is not None:
             export_refusal = export_refusal or reason
             continue
-        twin = redrawn[index] if index < len(redrawn) else None
+        twin = twins[index]
         fresh = twin if twin is not None and twin.same_call(call) and twin.shapes == call.shapes else None
         others = (s for s in samples if s.same_call(call) and s.shapes != call.shapes)
         other = next(
@@ -268,16 +288,29 @@ def run_protocol(
     the first difference, naming the run and the options. Returns whether results were compared
     by geometry only (an op with unspecified or random values)."""
     module = StaticModule(call.model, call.first.clone(), options, name="op")
-    runtime = module.runtime()
     by_geometry = unspecified_values(module)
-    runs = [("sample", call.first), ("fresh values", call.fresh), ("sample again", call.first)]
-    runs += [("another shape", call.other)] if call.other is not None else []
+    check_runs(module.runtime(), call.model, call.runs, options, aliasing, by_geometry, rtol=rtol, atol=atol)
+    return by_geometry
+
+
+def check_runs(
+    runtime: Callable[..., Any],
+    model: torch.nn.Module,
+    runs: list[tuple[str, Inputs]],
+    options: StaticOptions,
+    aliasing: Callable[[Any, Inputs], Any],
+    by_geometry: bool,
+    *,
+    rtol: float,
+    atol: float,
+) -> None:
+    """Run ``runtime`` beside eager on each of ``runs`` in turn; raise on the first difference."""
     held: list[tuple[str, Any, Any]] = []
     for name, inputs in runs:
         run = f"{name} under {options}"
         eager_inputs, runtime_inputs = inputs.clone(), inputs.clone()
         with torch.no_grad():
-            expected = eager_inputs.call(call.model)
+            expected = eager_inputs.call(model)
         got = runtime_inputs.call(runtime)
         if by_geometry:
             check_geometry(got, expected, run)
@@ -291,7 +324,6 @@ def run_protocol(
             for earlier, output, saved in held:
                 compare(output, saved, rtol=0, atol=0, run=f"{run}: the output of {earlier!r}, held by the caller")
             held.append((name, got, _held(got)))
-    return by_geometry
 
 
 @pytest.mark.filterwarnings("ignore")  # deprecated ops, experimental dtypes: eager's warnings, not srbench's
@@ -308,3 +340,219 @@ def test_opinfo_matches_eager(
     for options in (StaticOptions(), case.variant):
         by_geometry = run_protocol(call, options, output_aliasing, rtol=1e-5, atol=1e-6)
     record_property("by_geometry", by_geometry)
+
+
+# The extended sweep: what the sweep above leaves out. Each OpInfo that supports float32 runs
+# lowered to core ATen (every op through an .out overload), on two streams, with its Python
+# scalars as inputs that change between calls, and from several threads at once; each that
+# supports one of SWEEP_DTYPES runs in it. CI runs every CI_EVERY-th case of each group (a
+# different offset per group); SRBENCH_OPINFO_SWEEP=full runs them all (README: what it found).
+
+
+class Sweep(enum.Enum):
+    """What one case of the extended sweep varies."""
+
+    DECOMPOSE = "decomposed"
+    STREAMS = "streams2"
+    DTYPE = "dtype"
+    SCALARS = "scalars"
+    THREADS = "threads"
+
+
+SWEEP_OPTIONS = {
+    Sweep.DECOMPOSE: StaticOptions(decompose=True),
+    # parallel_steps and unmeasured: the multistream program runs even where one stream is faster
+    Sweep.STREAMS: StaticOptions(streams=2, scheduler="parallel_steps", measure_choices=False),
+}
+SWEEP_DTYPES = (torch.float16, torch.bfloat16, torch.complex64, torch.float64, torch.int32, torch.uint8)
+# torch.testing's default tolerances for the dtype, float32's as above (exact for integers)
+TOLERANCES = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1e-5, 1e-6),
+    torch.complex64: (1e-5, 1e-6),
+    torch.float64: (1e-7, 1e-7),
+}
+THREADS = 3
+FULL_SWEEP = os.environ.get("SRBENCH_OPINFO_SWEEP") == "full"
+CI_EVERY = 40
+
+
+@dataclass(frozen=True)
+class SweepCase:
+    """One OpInfo at one dtype, and what the extended sweep varies for it."""
+
+    op: Any  # an OpInfo
+    dtype: torch.dtype
+    sweep: Sweep
+
+    @property
+    def id(self) -> str:
+        return f"{OpCase(self.op, self.dtype, StaticOptions()).id}-{self.sweep.value}"
+
+
+def _sweep_cases(full: bool) -> list[SweepCase]:
+    groups: dict[tuple[Sweep, torch.dtype], list[SweepCase]] = {}
+    for op in op_db:
+        dtypes = op.supported_dtypes("cpu")
+        wanted = [(sweep, torch.float32) for sweep in Sweep if sweep is not Sweep.DTYPE and torch.float32 in dtypes]
+        wanted += [(Sweep.DTYPE, dtype) for dtype in SWEEP_DTYPES if dtype in dtypes]
+        for sweep, dtype in wanted:
+            groups.setdefault((sweep, dtype), []).append(SweepCase(op, dtype, sweep))
+    chosen = [
+        [case for index, case in enumerate(group) if full or index % CI_EVERY == offset * 7 % CI_EVERY]
+        for offset, group in enumerate(groups.values())
+    ]
+    # round robin over the groups: a run stopped early has met every option and dtype alike
+    return [case for row in itertools.zip_longest(*chosen) for case in row if case is not None]
+
+
+SWEEP_CASES = _sweep_cases(FULL_SWEEP)
+
+
+@contextlib.contextmanager
+def refusal_expected() -> Iterator[None]:
+    """srbench's own refusals at prepare time (an op it cannot run, a model it cannot capture) are
+    expected failures with srbench's reason, which the sweep's summary lists for review."""
+    try:
+        yield
+    except (UnsupportedOpError, CaptureError) as error:
+        pytest.xfail(f"srbench refuses: {type(error).__name__}: {str(error).strip()[:200]}")
+
+
+def lowering_difference(call: OpCall, options: StaticOptions, *, rtol: float, atol: float) -> str | None:
+    """How torch's own program, lowered to core ATen as srbench lowers it and run by torch,
+    answers otherwise than eager on one of ``call``'s runs (values, or strides: a decomposition
+    computing in another order than eager's fused kernel, or writing a fresh contiguous result),
+    or ``None`` where it answers as eager does. Where it does not, srbench under ``options``
+    must give what torch's lowered program gives on that run (raises otherwise)."""
+    runtime = StaticModule(call.model, call.first.clone(), options, name="op").runtime()
+    for name, inputs in call.runs:
+        lowered = capture(call.model, inputs.clone(), decompose=True).exported.module()
+        with torch.no_grad():
+            got, expected = inputs.clone().call(lowered), inputs.clone().call(call.model)
+        try:
+            compare(got, expected, rtol=rtol, atol=atol, run=name)
+            check_geometry(got, expected, name)
+        except AssertionError as error:
+            ours, run = inputs.clone().call(runtime), f"{name}: srbench beside torch's lowered program"
+            compare(ours, got, rtol=rtol, atol=atol, run=run)
+            check_geometry(ours, got, run)
+            return str(error).splitlines()[0]
+    return None
+
+
+def _varied(values: list[Any]) -> Iterator[list[Any]]:
+    """Other values for a sample's Python scalars: all changed, then floats only, then ints only."""
+    yield [v + 1 if isinstance(v, int) else v * 0.5 + 0.25 for v in values]
+    yield [v if isinstance(v, int) else v * 0.5 + 0.25 for v in values]
+    yield [v + 1 if isinstance(v, int) else v for v in values]
+    yield [v - 1 if isinstance(v, int) else v for v in values]
+
+
+def _is_number(leaf: Any) -> bool:
+    return type(leaf) in (int, float)
+
+
+def has_numbers(call: SampleCall) -> bool:
+    """Whether the sample passes a Python int or float (bools are flags, not numbers)."""
+    return any(_is_number(leaf) for leaf in call.constants)
+
+
+def scalar_call(call: OpCall) -> tuple[OneOp, list[tuple[str, Inputs]]]:
+    """``call``'s module with its Python ints and floats as inputs too, and calls that change them
+    (ones eager runs and torch.export captures); skips where the sample has none."""
+    constants = call.model.constants
+    spots = {index for index, leaf in enumerate(constants) if _is_number(leaf)}
+    if not spots:
+        pytest.skip("the sample has no Python int or float argument")
+    model = OneOp(call.model.op, call.model.spec, [_TENSOR if i in spots else leaf for i, leaf in enumerate(constants)])
+
+    def with_values(tensors: Inputs, values: list[Any]) -> Inputs:
+        given, numbers = iter(tensors.args), iter(values)
+        return Inputs(
+            tuple(
+                next(numbers) if i in spots else next(given)
+                for i, leaf in enumerate(constants)
+                if leaf is _TENSOR or i in spots
+            )
+        )
+
+    sample = [constants[i] for i in sorted(spots)]
+    first = with_values(call.first, sample)
+    for values in _varied(sample):
+        varied = with_values(call.fresh, values)
+        if _eager_runs(model, varied.args) is None and _export_refusal(model, varied.args) is None:
+            runs = [("sample", first), ("other scalars", varied), ("sample again", first)]
+            return model, [*runs, ("other scalars again", varied)]
+    pytest.skip(f"eager or torch.export refuses every other value of the scalars {sample}")
+
+
+def run_threads(call: OpCall, aliasing: Callable[[Any, Inputs], Any], *, rtol: float, atol: float) -> None:
+    """One prepared module, a runtime per thread (:class:`RuntimePool`), THREADS threads running
+    the protocol's calls at once (each from another call on), twice over."""
+    options = StaticOptions()
+    module = StaticModule(call.model, call.first.clone(), options, name="op")
+    pool, by_geometry = RuntimePool(module), unspecified_values(module)
+    start, errors = threading.Barrier(THREADS), []
+
+    def work(shift: int) -> None:
+        try:
+            start.wait(30)
+            runs = (call.runs[shift:] + call.runs[:shift]) * 2
+            check_runs(pool.runtime(), call.model, runs, options, aliasing, by_geometry, rtol=rtol, atol=atol)
+        except BaseException as error:  # reported by the test's thread
+            errors.append(error)
+
+    workers = [threading.Thread(target=work, args=(shift % len(call.runs),)) for shift in range(THREADS)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore")  # deprecated ops, experimental dtypes: eager's warnings, not srbench's
+@pytest.mark.parametrize("case", SWEEP_CASES, ids=[case.id for case in SWEEP_CASES])
+def test_opinfo_sweep_matches_eager(
+    case: SweepCase, one_thread: None, output_aliasing: Callable[[Any, Inputs], Any]
+) -> None:
+    rtol, atol = TOLERANCES.get(case.dtype, (0.0, 0.0))
+    call = op_call(OpCase(case.op, case.dtype, StaticOptions()), has_numbers if case.sweep is Sweep.SCALARS else _any)
+    with refusal_expected():
+        if case.sweep is Sweep.DECOMPOSE:
+            options = SWEEP_OPTIONS[case.sweep]
+            try:
+                run_protocol(call, options, output_aliasing, rtol=rtol, atol=atol)
+            except AssertionError:  # values (EquivalenceError), or strides
+                if (difference := lowering_difference(call, options, rtol=rtol, atol=atol)) is not None:
+                    pytest.xfail(f"torch's core-ATen lowering itself answers otherwise: {difference}")
+                raise
+        elif case.sweep in SWEEP_OPTIONS:
+            run_protocol(call, SWEEP_OPTIONS[case.sweep], output_aliasing, rtol=rtol, atol=atol)
+        elif case.sweep is Sweep.DTYPE:
+            run_protocol(call, StaticOptions(), output_aliasing, rtol=rtol, atol=atol)
+        elif case.sweep is Sweep.SCALARS:
+            model, runs = scalar_call(call)
+            module = StaticModule(model, runs[0][1].clone(), StaticOptions(), name="op")
+            check_runs(
+                module.runtime(),
+                model,
+                runs,
+                StaticOptions(),
+                output_aliasing,
+                unspecified_values(module),
+                rtol=rtol,
+                atol=atol,
+            )
+        else:
+            run_threads(call, output_aliasing, rtol=rtol, atol=atol)
+
+
+def test_sweep_covers_every_group_in_ci() -> None:
+    """CI's share of the extended sweep meets every option and dtype, and is a small share."""
+    groups = {(case.sweep, case.dtype) for case in _sweep_cases(full=False)}
+    assert groups == {(case.sweep, case.dtype) for case in _sweep_cases(full=True)}
+    assert len(_sweep_cases(full=False)) * CI_EVERY <= len(_sweep_cases(full=True)) + CI_EVERY * len(groups)

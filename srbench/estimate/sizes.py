@@ -52,7 +52,8 @@ def _upper(value: int | torch.SymInt) -> int | None:
         return value
     node = value.node
     upper = node.shape_env.bound_sympy(node.expr).upper
-    return int(upper) if upper.is_finite else None
+    # not ``upper.is_finite``: torch's unbounded integer (``int_oo``) says it is finite, being an integer
+    return int(upper) if upper.is_Integer else None
 
 
 def _ranges(value: torch.Tensor) -> str:

@@ -28,12 +28,23 @@ def op_schema(node: torch.fx.Node) -> torch.FunctionSchema:
     return node.target._schema
 
 
-# Composite ops whose schema marks no argument written, though they update running statistics in
-# place when their flag says so (``training``, ``use_input_stats``): op -> (the flag's index, the
-# written arguments' indices). A model left in training mode keeps them in its export graph.
+# Ops whose schema marks no argument written, though they update running statistics in place
+# when their flag says so (``training``, ``use_input_stats``): op -> (the flag's index, the
+# written arguments' indices). A model left in training mode keeps them in its export graph, and
+# a model may call the native op itself (``torch.native_batch_norm``: the OpInfo sweep found its
+# statistics, passed as inputs, written by the prepare-time probe of a second program).
+_aten = torch.ops.aten
 _UNMARKED_WRITES: dict[torch._ops.OpOverload, tuple[int, tuple[int, ...]]] = {
-    torch.ops.aten.batch_norm.default: (5, (3, 4)),
-    torch.ops.aten.instance_norm.default: (5, (3, 4)),
+    op: (5, (3, 4))
+    for op in (
+        _aten.batch_norm.default,
+        _aten.instance_norm.default,
+        _aten._batch_norm_impl_index.default,
+        _aten.native_batch_norm.default,
+        _aten.native_batch_norm.out,
+        _aten.cudnn_batch_norm.default,
+        _aten.miopen_batch_norm.default,
+    )
 }
 
 

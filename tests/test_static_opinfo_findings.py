@@ -1,0 +1,45 @@
+"""Regression tests for what the extended OpInfo sweep found (``tests/test_conformance_opinfo.py``
+with ``SRBENCH_OPINFO_SWEEP=full``; README, "Op by op"): each a small model of one finding, under
+the protocol of ``conformance``."""
+
+from __future__ import annotations
+
+import torch
+
+from srbench.inputs import Inputs
+from srbench.static import StaticOptions
+
+
+class NativeBatchNorm(torch.nn.Module):
+    """``torch.native_batch_norm`` in training mode, on statistics the caller passes: the op
+    updates them in place, though its schema marks no argument written."""
+
+    def forward(self, x, running_mean, running_var, momentum: float):
+        out, mean, invstd = torch.native_batch_norm(x, None, None, running_mean, running_var, True, momentum, 1e-5)
+        return out, mean, invstd, running_mean * 2
+
+
+def test_a_second_program_leaves_statistics_native_batch_norm_updates_to_the_call(conformance):
+    # the second call (another momentum, so another program, prepared at that call) must update
+    # the caller's statistics once, as eager does: preparing probed the op on them as well
+    stats = torch.randn(4), torch.rand(4) + 0.5
+    first = Inputs.of(torch.randn(3, 4), *stats, 0.1)
+    second = Inputs.of(torch.randn(3, 4), *stats, 0.3)
+    conformance(NativeBatchNorm(), first, second, StaticOptions())
+
+
+class SplitAtTensor(torch.nn.Module):
+    """``tensor_split`` at indices held in a tensor: its pieces' sizes depend on the data, one
+    of them without a bound torch can prove."""
+
+    def forward(self, x, indices):
+        return torch.tensor_split(x, indices)
+
+
+def test_pieces_of_unbounded_size_are_scheduled_on_two_streams(conformance):
+    # the cost model read torch's unbounded integer (int_oo), which calls itself finite, as a
+    # number of bytes: sympy raised an AttributeError while the multistream program was prepared
+    options = StaticOptions(streams=2, scheduler="parallel_steps", measure_choices=False)
+    first = Inputs.of(torch.randn(10, 3), torch.tensor([2, 5]))
+    second = Inputs.of(torch.randn(12, 3), torch.tensor([1, 7]))
+    conformance(SplitAtTensor(), first, second, options)
