@@ -281,6 +281,16 @@ def _held(outputs: Any) -> Any:
     return pytree.tree_map_only(torch.Tensor, torch.clone, outputs)
 
 
+def eager_answers(model: torch.nn.Module, runs: list[tuple[str, Inputs]]) -> dict[str, tuple[Any, Inputs]]:
+    """Eager's outputs on each run, by name, with the inputs (copies) as the call left them."""
+    answers = {}
+    for name, inputs in runs:
+        eager_inputs = inputs.clone()
+        with torch.no_grad():
+            answers[name] = eager_inputs.call(model), eager_inputs
+    return answers
+
+
 def run_protocol(
     call: OpCall, options: StaticOptions, aliasing: Callable[[Any, Inputs], Any], *, rtol: float, atol: float
 ) -> bool:
@@ -303,14 +313,15 @@ def check_runs(
     *,
     rtol: float,
     atol: float,
+    answers: dict[str, tuple[Any, Inputs]] | None = None,
 ) -> None:
-    """Run ``runtime`` beside eager on each of ``runs`` in turn; raise on the first difference."""
+    """Run ``runtime`` beside eager on each of ``runs`` in turn; raise on the first difference.
+    ``answers``: eager's, made beforehand (:func:`eager_answers`), by run name."""
     held: list[tuple[str, Any, Any]] = []
     for name, inputs in runs:
         run = f"{name} under {options}"
-        eager_inputs, runtime_inputs = inputs.clone(), inputs.clone()
-        with torch.no_grad():
-            expected = eager_inputs.call(model)
+        expected, eager_inputs = (answers or eager_answers(model, [(name, inputs)]))[name]
+        runtime_inputs = inputs.clone()
         got = runtime_inputs.call(runtime)
         if by_geometry:
             check_geometry(got, expected, run)
@@ -420,24 +431,32 @@ def refusal_expected() -> Iterator[None]:
         pytest.xfail(f"srbench refuses: {type(error).__name__}: {str(error).strip()[:200]}")
 
 
-def lowering_difference(call: OpCall, options: StaticOptions, *, rtol: float, atol: float) -> str | None:
+def lowering_difference(
+    call: OpCall, options: StaticOptions, aliasing: Callable[[Any, Inputs], Any], *, rtol: float, atol: float
+) -> str | None:
     """How torch's own program, lowered to core ATen as srbench lowers it and run by torch,
     answers otherwise than eager on one of ``call``'s runs (values, or strides: a decomposition
     computing in another order than eager's fused kernel, or writing a fresh contiguous result),
-    or ``None`` where it answers as eager does. Where it does not, srbench under ``options``
+    or ``None`` where it answers as eager does (aliasing too: a functionalized program returns a
+    copy where eager's ``dropout(training=False)`` returns its input). Where it does not, srbench
+    under ``options``
     must give what torch's lowered program gives on that run (raises otherwise)."""
     runtime = StaticModule(call.model, call.first.clone(), options, name="op").runtime()
     for name, inputs in call.runs:
         lowered = capture(call.model, inputs.clone(), decompose=True).exported.module()
+        (expected, eager_inputs), lowered_inputs = eager_answers(call.model, [(name, inputs)])[name], inputs.clone()
         with torch.no_grad():
-            got, expected = inputs.clone().call(lowered), inputs.clone().call(call.model)
+            got = lowered_inputs.call(lowered)
         try:
             compare(got, expected, rtol=rtol, atol=atol, run=name)
             check_geometry(got, expected, name)
+            assert aliasing(got, lowered_inputs) == aliasing(expected, eager_inputs), f"{name}: aliasing differs"
         except AssertionError as error:
-            ours, run = inputs.clone().call(runtime), f"{name}: srbench beside torch's lowered program"
+            ours_inputs, run = inputs.clone(), f"{name}: srbench beside torch's lowered program"
+            ours = ours_inputs.call(runtime)
             compare(ours, got, rtol=rtol, atol=atol, run=run)
             check_geometry(ours, got, run)
+            assert aliasing(ours, ours_inputs) == aliasing(got, lowered_inputs), f"{run}: aliasing differs"
             return str(error).splitlines()[0]
     return None
 
@@ -490,17 +509,22 @@ def scalar_call(call: OpCall) -> tuple[OneOp, list[tuple[str, Inputs]]]:
 
 def run_threads(call: OpCall, aliasing: Callable[[Any, Inputs], Any], *, rtol: float, atol: float) -> None:
     """One prepared module, a runtime per thread (:class:`RuntimePool`), THREADS threads running
-    the protocol's calls at once (each from another call on), twice over."""
+    the protocol's calls at once (each from another call on), twice over. Eager's answers are
+    made beforehand: an eager call beside a capture (a thread's runtime preparing another shape)
+    can be disturbed by it, as ``capture`` says (torch.export patches module attribute access
+    process-wide); srbench's own captures and prepare-time eager calls are serialised."""
     options = StaticOptions()
     module = StaticModule(call.model, call.first.clone(), options, name="op")
     pool, by_geometry = RuntimePool(module), unspecified_values(module)
+    answers = eager_answers(call.model, call.runs)
     start, errors = threading.Barrier(THREADS), []
 
     def work(shift: int) -> None:
         try:
             start.wait(30)
             runs = (call.runs[shift:] + call.runs[:shift]) * 2
-            check_runs(pool.runtime(), call.model, runs, options, aliasing, by_geometry, rtol=rtol, atol=atol)
+            runtime = pool.runtime()
+            check_runs(runtime, call.model, runs, options, aliasing, by_geometry, rtol=rtol, atol=atol, answers=answers)
         except BaseException as error:  # reported by the test's thread
             errors.append(error)
 
@@ -527,7 +551,9 @@ def test_opinfo_sweep_matches_eager(
             try:
                 run_protocol(call, options, output_aliasing, rtol=rtol, atol=atol)
             except AssertionError:  # values (EquivalenceError), or strides
-                if (difference := lowering_difference(call, options, rtol=rtol, atol=atol)) is not None:
+                if (
+                    difference := lowering_difference(call, options, output_aliasing, rtol=rtol, atol=atol)
+                ) is not None:
                     pytest.xfail(f"torch's core-ATen lowering itself answers otherwise: {difference}")
                 raise
         elif case.sweep in SWEEP_OPTIONS:

@@ -4,10 +4,13 @@ the protocol of ``conformance``."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from srbench.graph import CaptureError
 from srbench.inputs import Inputs
-from srbench.static import StaticOptions
+from srbench.static import StaticModule, StaticOptions
+from srbench.static.resolve import ResultCheck
 
 
 class NativeBatchNorm(torch.nn.Module):
@@ -43,3 +46,22 @@ def test_pieces_of_unbounded_size_are_scheduled_on_two_streams(conformance):
     first = Inputs.of(torch.randn(10, 3), torch.tensor([2, 5]))
     second = Inputs.of(torch.randn(12, 3), torch.tensor([1, 7]))
     conformance(SplitAtTensor(), first, second, options)
+
+
+class Take(torch.nn.Module):
+    def forward(self, x, index):
+        return torch.take(x, index)
+
+
+def test_a_lowering_torch_fails_on_is_refused_naming_the_lowering_not_the_model():
+    # torch's decomposition of take reads a 0-d index's value; the model's own code does not,
+    # and without decompose it runs: the refusal used to blame the model's Python
+    with pytest.raises(CaptureError, match=r"torch's lowering to core ATen \(decompose=True\) failed.* in take"):
+        StaticModule(Take(), (torch.tensor(2.0), torch.tensor(0)), StaticOptions(decompose=True))
+    assert StaticModule(Take(), (torch.tensor(2.0), torch.tensor(0))).runtime()(torch.tensor(3.0), torch.tensor(0)) == 3
+
+
+def test_resize_is_checked_by_geometry_only():
+    # the elements resize_ adds are left as the memory was, in eager and in srbench alike
+    assert ResultCheck.of(torch.ops.aten.resize_.default) is ResultCheck.GEOMETRY
+    assert ResultCheck.of(torch.ops.aten.resize_as_.default) is ResultCheck.GEOMETRY

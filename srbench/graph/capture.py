@@ -9,6 +9,7 @@ once under fake tensors, which accepts far more models than TorchDynamo's strict
 from __future__ import annotations
 
 import os
+import re
 import sysconfig
 import threading
 import traceback
@@ -126,6 +127,15 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
+def _lowering_reason(error: BaseException) -> str:
+    """Why torch's lowering to core ATen failed on a model ``torch.export`` captured: the error
+    and the decomposition it names (``take`` of a 0-d tensor reads its index's value in
+    ``_decomp/decompositions.py``), not the model's code, which :func:`_reason` would blame."""
+    where = re.search(r"Caused by: \(([^)]*)\)", str(error))
+    at = f" in torch's decomposition at {where.group(1)}" if where else ""
+    return f"torch's lowering to core ATen (decompose=True) failed{at}: {_first_line(error)}; it runs without decompose"
+
+
 def _decomposed(exported: ExportedProgram, export_with_grad: Callable[[], ExportedProgram]) -> ExportedProgram:
     """``exported`` lowered to core ATen; where that fails, lowered again with
     ``scaled_dot_product_attention`` kept whole (it then runs as eager runs it). Its decomposition
@@ -201,13 +211,16 @@ def capture(
         # made under torch.inference_mode: export traces outside it, where a model writing its
         # input may not update an inference tensor; a copy (memory sharing kept) is a normal one
         inputs = inputs.clone()
-    try:
-        with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model):
+    with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model):
+        try:
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
-            if decompose:
+        except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
+            raise CaptureError(name, _reason(error), model_source_line(error)) from error
+        if decompose:
+            try:
                 exported = _without_effect_tokens(_decomposed(exported, lambda: _export_with_grad(model, inputs)))
-    except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
-        raise CaptureError(name, _reason(error), model_source_line(error)) from error
+            except Exception as error:  # the model's code ran fine: torch's own decomposition failed
+                raise CaptureError(name, _lowering_reason(error)) from error
     if any(isinstance(value, torch.Generator) for value in exported.constants.values()):
         raise CaptureError(name, _GENERATOR)
     return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs)
