@@ -21,6 +21,7 @@ from torch.utils import _pytree as pytree
 from srbench.inputs import Inputs
 from srbench.measure.aliasing import aliasing
 from srbench.measure.equivalence import compare
+from srbench.measure.layout import layout_difference
 from srbench.options import id_parts
 from srbench.runtimes import intra_op_threads
 from srbench.schedulers import Schedule
@@ -84,8 +85,9 @@ def conformance(one_thread: None) -> Protocol:
     shape) and on ``first`` again, each time on fresh copies of the inputs (memory sharing kept),
     beside eager on its own copies: the outputs must agree; the inputs must end as eager leaves
     them (unchanged unless the model itself writes them); outputs must alias the inputs and each
-    other as eager's do; and, unless outputs are managed, an output the caller still holds must
-    survive the next run. Returns the prepared module."""
+    other as eager's do, and be laid out with eager's strides (:mod:`srbench.measure.layout`);
+    and, unless outputs are managed, an output the caller still holds must survive the next run.
+    Returns the prepared module."""
 
     def run(
         model: torch.nn.Module,
@@ -112,6 +114,7 @@ def conformance(one_thread: None) -> Protocol:
                 f"run {index}: input",
             )
             assert aliasing(got, runtime_inputs) == aliasing(expected, eager_inputs), f"run {index}: aliasing differs"
+            assert (difference := layout_difference(got, expected)) is None, f"run {index}: {difference}"
             if not options.manage_output_tensors:
                 for output, saved in held:
                     _exact(output, saved, f"run {index}: an output of an earlier run")
