@@ -133,7 +133,8 @@ def _lowering_reason(error: BaseException) -> str:
     ``_decomp/decompositions.py``), not the model's code, which :func:`_reason` would blame."""
     where = re.search(r"Caused by: \(([^)]*)\)", str(error))
     at = f" in torch's decomposition at {where.group(1)}" if where else ""
-    return f"torch's lowering to core ATen (decompose=True) failed{at}: {_first_line(error)}; it runs without decompose"
+    failed = f"torch's lowering to core ATen (decompose=True) failed{at}: {_first_line(error)}"
+    return f"{failed}; the model can be prepared without decompose"
 
 
 def _decomposed(exported: ExportedProgram, export_with_grad: Callable[[], ExportedProgram]) -> ExportedProgram:
