@@ -18,6 +18,7 @@ from srbench.measure import (
     op_profile,
     prepare_case,
 )
+from srbench.measure.equivalence import difference
 from srbench.measure.memory import observe_allocations
 from srbench.options import RuntimeOptions
 from srbench.suites import CaseSpec
@@ -50,6 +51,13 @@ def test_a_wrong_answer_on_the_second_shape_names_the_run_output_and_differences
         "run 2 (second shape): output output differs from eager: largest absolute difference 0.5,"
     )
     assert "largest relative difference" in message and "(rtol=1e-05, atol=1e-06)" in message
+
+
+def test_a_complex_difference_is_measured_on_both_parts():
+    expected = torch.tensor([1 + 1j, 2 - 1j], dtype=torch.complex64)
+    off_in_imaginary = difference("output", expected + 0.5j, expected)
+    assert off_in_imaginary.max_abs == pytest.approx(0.5)
+    assert off_in_imaginary.max_rel == pytest.approx(0.5 / abs(1 + 1j))
 
 
 def test_a_runtime_broken_after_another_shape_fails_on_the_third_run():

@@ -127,8 +127,11 @@ def difference(output: str, actual: Any, expected: Any) -> Difference:
     if actual.numel() == 0:
         return Difference(output, 0.0, 0.0)
     a, e = (t.to_dense() if t.layout != torch.strided else t for t in (actual, expected))  # sparse: its values
-    a = a.detach().to("cpu", torch.float64)
-    e = e.detach().to("cpu", torch.float64)
+    # complex values are compared as complex numbers: the difference's modulus (a float64 copy
+    # would keep only the real parts)
+    wide = torch.complex128 if a.is_complex() or e.is_complex() else torch.float64
+    a = a.detach().to("cpu", wide)
+    e = e.detach().to("cpu", wide)
     absolute = (a - e).abs()
     both_nan = a.isnan() & e.isnan()
     absolute = torch.where(both_nan, torch.zeros_like(absolute), absolute)
