@@ -112,6 +112,22 @@ def test_plans_records_from_a_minimalloc_csv(capsys, tmp_path):
     }
 
 
+def test_a_csv_alignment_column_is_kept_or_refused_at_the_planned_alignment(capsys, tmp_path):
+    path = tmp_path / "aligned.csv"
+    path.write_text("id,lower,upper,size,alignment\na,0,2,5,4\nb,1,3,7,6\n")
+    status, document, err = run_json(
+        capsys, "--records", str(path), "--planners", "greedy_by_size", "--alignment", "64"
+    )
+    assert status == 2  # every source failed
+    assert document["sources"][0]["plans"] == []
+    assert f"{path}:3: buffer 'b' asks column 'alignment' 6" in err and "--alignment 12" in err
+    status, document, err = run_json(
+        capsys, "--records", str(path), "--planners", "greedy_by_size", "--alignment", "12"
+    )
+    assert status == 0 and err == ""
+    assert document["sources"][0]["plans"][0]["total_bytes"] == 17  # b (7 bytes) at 0, a (5) at 12
+
+
 def test_capacity_reaches_the_searching_planner_only(capsys, tmp_path):
     """``--capacity`` asks exact the decision question; planners that do not search are not
     given it. Best plans these 576 bytes (the optimum is 448): 600 is met at once."""

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from srbench.memory.minimalloc_csv import MiniMallocCsvError, read_records, write_records
+from srbench.memory.minimalloc_csv import MiniMallocCsvError, read_instance, read_records, write_records
 from srbench.memory.records import RecordError, TensorUsageRecord, lower_bound
+from srbench.planners import plan_memory
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "minimalloc"
 
@@ -34,7 +35,7 @@ def test_write_then_read_gives_the_same_records_and_the_file_says_upper(tmp_path
     assert read_records(path) == records
 
 
-def test_columns_are_found_by_header_and_a_solution_offset_column_is_ignored(tmp_path):
+def test_columns_are_found_by_header_and_a_solution_offset_column_is_not_a_record_field(tmp_path):
     path = write(tmp_path, "size,upper,offset,lower,id\n256,5,0,1,t\n")
     assert read_records(path) == [TensorUsageRecord("t", 1, 4, 256)]
 
@@ -55,7 +56,18 @@ def test_write_replaces_atomically_and_leaves_the_old_file_when_records_are_bad(
     [
         ("", r"empty file, expected a header line id,lower,upper,size"),
         ("id,lower,size\n", r":1: .*missing \['upper'\]"),
-        ("id,lower,upper,size,alignment\n", r":1: .*unknown \['alignment'\]"),
+        ("id,lower,upper,size,weight\n", r":1: .*unknown \['weight'\]"),
+        ("id,buffer,lower,upper,size\n", r":1: .*repeated \['id'\]"),
+        ("id,lower,upper,end,size\n", r":1: .*both upper and end"),
+        ("id,lower,upper,size,alignment\na,0,2,64,0\n", r":2: buffer 'a' has column 'alignment' 0, expected >= 1"),
+        ("id,lower,upper,size,alignment\na,0,2,64,x\n", r":2: column 'alignment' must be a decimal integer"),
+        ("id,lower,upper,size,gaps\na,0,2,64,\nb,0,9,8,3-5\n", r":3: buffer 'b' has column 'gaps' '3-5'"),
+        ("id,lower,upper,size,offset\na,0,2,64,\n", r":2: column 'offset' must be a decimal integer, got ''"),
+        ("id,lower,upper,size,offset\na,0,2,64,-8\n", r":2: buffer 'a' has negative offset -8"),
+        (
+            "buffer,start,end,size\na,3,2,64\n",
+            r":2: buffer 'a' has an empty or inverted lifetime \[3, 2\] \(end inclusive\)",
+        ),
         ("id,lower,upper,size\na,0,2,64\nb,1,x,64\n", r":3: column 'upper' must be a decimal integer, got 'x'"),
         ("id,lower,upper,size\na,0,2, 1_000\n", r":2: column 'size' must be a decimal integer, got ' 1_000'"),
         ("id,lower,upper,size\na,+0,2,8\n", r":2: column 'lower' must be a decimal integer, got '\+0'"),
@@ -107,11 +119,73 @@ def test_the_shipped_minimalloc_instances_load_with_their_published_lower_bounds
     assert sum(bound == 1048576 for bound in bounds.values()) == 8
 
 
-def test_minimallocs_later_header_spelling_reads_the_same_records(tmp_path):
+def test_an_end_column_is_inclusive_as_minimalloc_reads_it(tmp_path):
+    """MiniMalloc's reader adds one to an ``end`` column (its older format, ``start,end``, which
+    its writer gives as ``upper - 1``): ``end`` 2 is alive at step 2, ``upper`` 2 is not."""
     old, new = tmp_path / "old.csv", tmp_path / "new.csv"
-    old.write_text("id,lower,upper,size\na,0,2,8\nb,1,3,16\n")
-    new.write_text("buffer,start,end,size\na,0,2,8\nb,1,3,16\n")
-    assert read_records(new) == read_records(old)
+    old.write_text("buffer,start,end,size\na,0,1,8\nb,1,2,16\n")
+    new.write_text("id,lower,upper,size\na,0,2,8\nb,1,3,16\n")
+    assert read_records(old) == read_records(new) == [TensorUsageRecord("a", 0, 1, 8), TensorUsageRecord("b", 1, 2, 16)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "lower,size,id,upper\n6,18,1,12\n5,15,0,10\n",  # MiniMalloc's own reader tests' headers
+        "begin,size,buffer,upper\n6,18,1,12\n5,15,0,10\n",
+        "start,size,buffer_id,upper\n6,18,1,12\n5,15,0,10",  # no newline at the end
+        "start,size,buffer,end\n6,18,1,11\n5,15,0,9\n\n",
+        " Start , SIZE ,Buffer,upper \n 6 ,18, 1 ,12\n5,15,0,10\n",
+    ],
+)
+def test_every_header_spelling_and_order_minimalloc_reads(tmp_path, text):
+    assert read_records(write(tmp_path, text)) == [TensorUsageRecord("1", 6, 11, 18), TensorUsageRecord("0", 5, 9, 15)]
+
+
+def test_string_ids_are_kept_as_text(tmp_path):
+    path = write(tmp_path, "id,lower,upper,size\nLittle,5,10,15\nBig,6,12,18\n007,0,1,1\n")
+    assert [record.id for record in read_records(path)] == ["Little", "Big", "007"]
+
+
+def test_alignment_and_empty_gaps_columns_as_minimalloc_writes_them(tmp_path):
+    path = write(tmp_path, "id,lower,upper,size,alignment,gaps\n0,5,10,15,1,\n1,6,12,18,2,\n2,0,3,4,3,\n")
+    instance = read_instance(path)
+    assert instance.records == (
+        TensorUsageRecord("0", 5, 9, 15),
+        TensorUsageRecord("1", 6, 11, 18),
+        TensorUsageRecord("2", 0, 2, 4),
+    )
+    assert instance.alignment == 6  # every buffer's alignment divides it
+    assert instance.offsets is None
+    assert read_records(path, alignment=6) == read_records(path, alignment=12) == list(instance.records)
+
+
+def test_an_alignment_the_plan_would_not_keep_is_refused_naming_the_buffer(tmp_path):
+    path = write(tmp_path, "id,lower,upper,size,alignment\n0,5,10,15,1\n1,6,12,18,2\n2,0,3,4,3\n")
+    with pytest.raises(MiniMallocCsvError) as caught:
+        read_records(path, alignment=64)
+    assert str(caught.value) == (
+        f"{path}:4: buffer '2' asks column 'alignment' 3, which plans at alignment 64 do not keep; "
+        "plan at a multiple of 6 (--alignment 6), which keeps every buffer's"
+    )
+    with pytest.raises(MiniMallocCsvError, match=r":3: buffer '1' asks column 'alignment' 2"):
+        read_records(path)  # at alignment 1
+
+
+def test_a_plan_at_the_files_alignment_keeps_every_buffers(tmp_path):
+    path = write(tmp_path, "id,lower,upper,size,alignment\na,0,4,5,4\nb,0,4,7,6\nc,2,6,3,1\n")
+    instance = read_instance(path)
+    result = plan_memory(list(instance.records), "greedy_by_size", alignment=instance.alignment)
+    for record in instance.records:
+        asked = {"a": 4, "b": 6, "c": 1}[record.id]
+        assert result.plan.offsets[record.id] % asked == 0
+
+
+def test_a_solution_files_offsets_are_its_packing(tmp_path):
+    path = write(tmp_path, "start,size,offset,buffer,upper\n6,18,21,1,12\n5,15,1,0,10\n")
+    instance = read_instance(path)
+    assert instance.offsets == {"1": 21, "0": 1}
+    assert instance.records == (TensorUsageRecord("1", 6, 11, 18), TensorUsageRecord("0", 5, 9, 15))
 
 
 def test_offsets_are_written_as_minimalloc_s_solution_column_and_every_record_needs_one(tmp_path):
@@ -120,5 +194,6 @@ def test_offsets_are_written_as_minimalloc_s_solution_column_and_every_record_ne
     write_records(records, path, offsets={"a": 0, "b": 64})
     assert path.read_text() == "id,lower,upper,size,offset\na,0,1,64,0\nb,0,2,32,64\n"
     assert read_records(path) == records
+    assert read_instance(path).offsets == {"a": 0, "b": 64}
     with pytest.raises(ValueError, match=r"no offset for records \['b'\]"):
         write_records(records, tmp_path / "other.csv", offsets={"a": 0})

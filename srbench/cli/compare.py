@@ -240,7 +240,9 @@ def _sources(args: argparse.Namespace) -> tuple[list[Source], list[str]]:
             wanted = [zoo.get(name) for name in args.models]  # UnknownPluginError is a LookupError
             cases = [case for case in wanted if not zoos or case.provider in zoos]
         sources += [Source(case.name, case.provider, _model_loader(zoo, case.name, args)) for case in cases]
-    sources += [Source(path.stem, "records", partial(csv_records, path)) for path in args.records]
+    sources += [
+        Source(path.stem, "records", partial(csv_records, path, alignment=args.alignment)) for path in args.records
+    ]
     return sources, failures
 
 

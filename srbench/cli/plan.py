@@ -181,7 +181,7 @@ def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, Any]]:
         for name in names:
             yield name, "model", lambda name=name: _model_records(zoo, name, args)
     for path in args.records:
-        yield path.stem, "records", lambda path=path: (csv_records(path), [])
+        yield path.stem, "records", lambda path=path: (csv_records(path, alignment=args.alignment), [])
 
 
 def _model_records(zoo: Any, name: str, args: argparse.Namespace) -> tuple[list, list]:

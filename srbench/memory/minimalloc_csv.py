@@ -1,36 +1,83 @@
 """Tensor usage records in MiniMalloc's CSV format, so planners run on published instances.
 
-MiniMalloc (google/minimalloc) and the benchmarks published with it describe one buffer per row
-as ``id,lower,upper,size`` (its later releases spell the header ``buffer,start,end,size``; both
-are read, the first is written): the buffer is alive over the half-open interval ``[lower, upper)``.
-srbench's records use inclusive lifetimes, so ``first = lower`` and ``last = upper - 1``. Columns
-are found by the header, in any order; MiniMalloc's solution files add an ``offset`` column,
-which is accepted and ignored (records say what must be placed, not where). Any other column
-(``alignment``, ``gaps``) changes the problem in ways srbench's records cannot express and is
-rejected rather than silently dropped.
+MiniMalloc (google/minimalloc, ``src/converter.cc``) describes one buffer per row. Columns are
+found by the header, in any order (names trimmed, any case): ``id`` (also ``buffer`` or
+``buffer_id``; any text), ``lower`` (also ``start`` or ``begin``), ``size``, and the end of the
+lifetime as ``upper``, exclusive (alive over ``[lower, upper)``), or as ``end``, inclusive
+(MiniMalloc's older format: its reader adds one to an ``end`` column, and to the gaps' ends
+there). srbench's records use inclusive lifetimes, so ``first = lower`` and ``last = upper - 1``
+(``= end``). Three optional columns, as MiniMalloc reads them:
+
+- ``alignment``: a buffer's offset must be a multiple of it. srbench plans every tensor of a
+  slab at one alignment (typed views of one slab need it), so a buffer's alignment is honoured
+  by planning at a multiple of it: :func:`read_instance` gives the least common multiple of the
+  column, and :func:`read_records` refuses a file whose alignments do not all divide the one it
+  will be planned at, naming the buffer, rather than return records a plan may misplace.
+- ``gaps``: times within a buffer's lifetime when its bytes are free (``lo-hi`` pairs, with an
+  optional ``@window``). srbench's records are alive over one interval, so a buffer with gaps is
+  refused, naming it; an empty field (MiniMalloc writes one for a buffer without gaps) is read.
+- ``offset``: a solution's offsets (MiniMalloc's solution files; its solver takes them as fixed
+  positions, and a file either has one in every row or none). Read as the file's packing,
+  :attr:`MiniMallocInstance.offsets`: planners place the records afresh.
+
+Any other column is refused rather than silently dropped.
 """
 
 from __future__ import annotations
 
 import csv
+import enum
 import io
+import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from srbench.fileio import NotUtf8Error, atomic_write_text, decode_utf8
 from srbench.memory.records import RecordError, TensorUsageRecord, check_records
 
+
+class Column(enum.Enum):
+    """The columns MiniMalloc's reader knows, by srbench's name for each."""
+
+    ID = "id"
+    LOWER = "lower"
+    UPPER = "upper"
+    END = "end"  # inclusive: upper = end + 1
+    SIZE = "size"
+    ALIGNMENT = "alignment"
+    GAPS = "gaps"
+    OFFSET = "offset"
+
+
 REQUIRED_COLUMNS = ("id", "lower", "upper", "size")
-IGNORED_COLUMNS = ("offset",)
-# MiniMalloc's later header names for the same columns.
-SPELLINGS = {"buffer": "id", "start": "lower", "end": "upper"}
+# Every header name MiniMalloc's reader accepts, and the column it means.
+SPELLINGS = {
+    **{column.value: column for column in Column},
+    "buffer": Column.ID,
+    "buffer_id": Column.ID,
+    "start": Column.LOWER,
+    "begin": Column.LOWER,
+}
+_EXPECTED = "id, lower, upper (or end, inclusive) and size, optionally alignment, gaps and offset"
 
 
 class MiniMallocCsvError(RecordError):
     """A MiniMalloc CSV file that cannot be read as records; the message names file and line."""
+
+
+@dataclass(frozen=True)
+class MiniMallocInstance:
+    """What a MiniMalloc CSV file holds: the records, the alignment that honours every buffer's
+    (the least common multiple of the ``alignment`` column, 1 without one), and the file's own
+    packing where it has an ``offset`` column (record id -> offset), else None."""
+
+    records: tuple[TensorUsageRecord, ...]
+    alignment: int = 1
+    offsets: Mapping[str, int] | None = None
 
 
 _INTEGER = re.compile(r"-?[0-9]+")
@@ -44,15 +91,20 @@ def _parse_int(text: str, column: str, where: str) -> int:
     return int(text)
 
 
-def read_records(path: str | os.PathLike[str]) -> list[TensorUsageRecord]:
-    """Read the buffers of a MiniMalloc CSV file as records (``last = upper - 1``).
+def read_instance(path: str | os.PathLike[str]) -> MiniMallocInstance:
+    """Read a MiniMalloc CSV file: its buffers as records (``last = upper - 1``), the alignment
+    they need and the file's packing, if any.
 
-    The file is UTF-8, with or without a byte-order mark (spreadsheets write one). Raises
-    :class:`MiniMallocCsvError` naming the file and line of the first problem: text that is not
-    UTF-8 or not CSV, a missing or unknown column, a field that is not a decimal integer, an empty
-    or inverted interval, a negative size, or a duplicate id.
+    The file is UTF-8, with or without a byte-order mark (spreadsheets write one), with or
+    without a newline at the end. Raises :class:`MiniMallocCsvError` naming the file and line
+    (and column) of the first problem: text that is not UTF-8 or not CSV, a missing, repeated or
+    unknown column, a field that is not a decimal integer, an empty or inverted interval, a
+    negative size, a non-positive alignment, a buffer with gaps, or a duplicate id.
     """
-    path = Path(path)
+    return _read(Path(path), None)
+
+
+def _read(path: Path, plan_alignment: int | None) -> MiniMallocInstance:
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -63,55 +115,108 @@ def read_records(path: str | os.PathLike[str]) -> list[TensorUsageRecord]:
         raise MiniMallocCsvError(f"{path}:{error.line}: {error}; expected a UTF-8 CSV file") from None
     reader = csv.reader(io.StringIO(text), strict=True)
     try:
-        return _records(reader, path)
+        return _instance(reader, path, plan_alignment)
     except csv.Error as error:
         raise MiniMallocCsvError(f"{path}:{reader.line_num}: not CSV: {error}") from None
 
 
-def _records(reader: Any, path: Path) -> list[TensorUsageRecord]:
+def read_records(path: str | os.PathLike[str], *, alignment: int = 1) -> list[TensorUsageRecord]:
+    """The records of a MiniMalloc CSV file (see :func:`read_instance`), to be planned at
+    ``alignment``: a file whose ``alignment`` column asks an alignment that does not divide it
+    is refused, naming the first such buffer and the alignment that would keep them all."""
+    return list(_read(Path(path), alignment).records)
+
+
+def _columns(header: Sequence[str], path: Path) -> dict[Column, int]:
+    """Each column's index, from the header; refuses missing, repeated and unknown ones."""
+    names = [name.strip().lower() for name in header]
+    unknown = [name for name in names if name not in SPELLINGS]
+    meant = [SPELLINGS[name] for name in names if name in SPELLINGS]
+    repeated = sorted({column.value for column in meant if meant.count(column) > 1})
+    both_ends = Column.UPPER in meant and Column.END in meant
+    missing = [
+        name
+        for name, column in zip(REQUIRED_COLUMNS, (Column.ID, Column.LOWER, Column.UPPER, Column.SIZE))
+        if column not in meant and not (column is Column.UPPER and Column.END in meant)
+    ]
+    if missing or unknown or repeated or both_ends:
+        problems = [
+            *([f"missing {missing}"] if missing else []),
+            *([f"unknown {unknown}"] if unknown else []),
+            *([f"repeated {repeated}"] if repeated else []),
+            *(["both upper and end"] if both_ends else []),
+        ]
+        raise MiniMallocCsvError(
+            f"{path}:1: header {','.join(header)!r} is not a MiniMalloc header; expected the columns {_EXPECTED}: "
+            + ", ".join(problems)
+        )
+    return {SPELLINGS[name]: index for index, name in enumerate(names)}
+
+
+def _instance(reader: Any, path: Path, plan_alignment: int | None) -> MiniMallocInstance:
     header = next(reader, None)
     if header is None:
         raise MiniMallocCsvError(f"{path}: empty file, expected a header line {','.join(REQUIRED_COLUMNS)}")
-    columns = [SPELLINGS.get(name, name) for name in (name.strip().lower() for name in header)]
-    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
-    unknown = [name for name in columns if name not in REQUIRED_COLUMNS + IGNORED_COLUMNS]
-    if missing or unknown or len(set(columns)) != len(columns):
-        raise MiniMallocCsvError(
-            f"{path}:1: header {','.join(header)!r} is not a MiniMalloc header; expected the columns "
-            f"{','.join(REQUIRED_COLUMNS)} (optionally offset)"
-            + (f", missing {missing}" if missing else "")
-            + (f", unknown {unknown}" if unknown else "")
-        )
-    index = {name: columns.index(name) for name in REQUIRED_COLUMNS}
+    columns = _columns(header, path)
+    inclusive = Column.END in columns
+    end_column = Column.END if inclusive else Column.UPPER
     records: list[TensorUsageRecord] = []
+    offsets: dict[str, int] = {}
+    alignment = 1
+    unkept: str | None = None  # where the first buffer whose alignment plan_alignment does not keep is
     seen: dict[str, int] = {}
     for row in reader:
         line = reader.line_num
         where = f"{path}:{line}"
         if not row or all(not field.strip() for field in row):
             continue
-        if len(row) != len(columns):
-            raise MiniMallocCsvError(f"{where}: expected {len(columns)} fields ({','.join(columns)}), got {len(row)}")
-        buffer_id = row[index["id"]].strip()
+        if len(row) != len(header):
+            raise MiniMallocCsvError(f"{where}: expected {len(header)} fields ({','.join(header)}), got {len(row)}")
+        buffer_id = row[columns[Column.ID]].strip()
         if not buffer_id:
             raise MiniMallocCsvError(f"{where}: empty id")
-        lower = _parse_int(row[index["lower"]], "lower", where)
-        upper = _parse_int(row[index["upper"]], "upper", where)
-        size = _parse_int(row[index["size"]], "size", where)
+        lower = _parse_int(row[columns[Column.LOWER]], header[columns[Column.LOWER]].strip(), where)
+        end_name = header[columns[end_column]].strip()
+        upper = _parse_int(row[columns[end_column]], end_name, where) + (1 if inclusive else 0)
+        size = _parse_int(row[columns[Column.SIZE]], "size", where)
         if lower < 0:
             raise MiniMallocCsvError(f"{where}: buffer {buffer_id!r} has negative lower {lower}")
         if upper <= lower:
+            shown = f"[{lower}, {upper - 1}] (end inclusive)" if inclusive else f"[{lower}, {upper})"
             raise MiniMallocCsvError(
-                f"{where}: buffer {buffer_id!r} has an empty or inverted lifetime [{lower}, {upper}); "
-                "expected lower < upper"
+                f"{where}: buffer {buffer_id!r} has an empty or inverted lifetime {shown}; expected lower "
+                + ("<= end" if inclusive else "< upper")
             )
         if size < 0:
             raise MiniMallocCsvError(f"{where}: buffer {buffer_id!r} has negative size {size}")
         if buffer_id in seen:
             raise MiniMallocCsvError(f"{where}: duplicate id {buffer_id!r} (first on line {seen[buffer_id]})")
         seen[buffer_id] = line
+        if Column.ALIGNMENT in columns:
+            asked = _parse_int(row[columns[Column.ALIGNMENT]], "alignment", where)
+            if asked <= 0:
+                raise MiniMallocCsvError(f"{where}: buffer {buffer_id!r} has column 'alignment' {asked}, expected >= 1")
+            alignment = math.lcm(alignment, asked)
+            if plan_alignment is not None and plan_alignment % asked and unkept is None:
+                unkept = f"{where}: buffer {buffer_id!r} asks column 'alignment' {asked}"
+        if Column.GAPS in columns and (gaps := row[columns[Column.GAPS]].strip()):
+            raise MiniMallocCsvError(
+                f"{where}: buffer {buffer_id!r} has column 'gaps' {gaps!r} (times its bytes are free); srbench's "
+                "records are alive over one interval: expected an empty field (drop the gaps to plan the buffer "
+                "alive throughout, a valid but possibly larger plan)"
+            )
+        if Column.OFFSET in columns:
+            offset = _parse_int(row[columns[Column.OFFSET]], "offset", where)
+            if offset < 0:
+                raise MiniMallocCsvError(f"{where}: buffer {buffer_id!r} has negative offset {offset}")
+            offsets[buffer_id] = offset
         records.append(TensorUsageRecord(id=buffer_id, first=lower, last=upper - 1, size=size))
-    return records
+    if unkept is not None:
+        raise MiniMallocCsvError(
+            f"{unkept}, which plans at alignment {plan_alignment} do not keep; plan at a multiple of {alignment} "
+            f"(--alignment {alignment}), which keeps every buffer's"
+        )
+    return MiniMallocInstance(tuple(records), alignment, offsets if Column.OFFSET in columns else None)
 
 
 def write_records(
@@ -121,7 +226,7 @@ def write_records(
 ) -> None:
     """Write records as MiniMalloc CSV (``upper = last + 1``), atomically; with ``offsets``
     (record id -> offset, one for every record) an ``offset`` column as well, as in MiniMalloc's
-    solution files (a packing that comes with the instance; :func:`read_records` ignores it).
+    solution files (a packing that comes with the instance: :func:`read_instance` gives it back).
 
     The file is written to a temporary file in the same folder and moved into place with
     :func:`os.replace`, so a reader never sees half a file and a failure leaves the old one.
@@ -133,7 +238,7 @@ def write_records(
     path = Path(path)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(REQUIRED_COLUMNS + (IGNORED_COLUMNS if offsets is not None else ()))
+    writer.writerow(REQUIRED_COLUMNS + ((Column.OFFSET.value,) if offsets is not None else ()))
     for record in records:
         row = (record.id, record.first, record.last + 1, record.size)
         writer.writerow(row if offsets is None else (*row, offsets[record.id]))

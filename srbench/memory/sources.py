@@ -71,13 +71,14 @@ def model_records(
         raise SourceError(f"cannot analyse model {name!r}: {error}") from error
 
 
-def csv_records(path: str | os.PathLike[str]) -> list[TensorUsageRecord]:
-    """The records of a MiniMalloc CSV file (see :mod:`srbench.memory.minimalloc_csv`), whose
-    errors already name the file and line."""
+def csv_records(path: str | os.PathLike[str], *, alignment: int = 1) -> list[TensorUsageRecord]:
+    """The records of a MiniMalloc CSV file (see :mod:`srbench.memory.minimalloc_csv`) to be
+    planned at ``alignment`` (a file asking per-buffer alignments it does not keep is refused),
+    whose errors already name the file and line."""
     from srbench.memory.minimalloc_csv import read_records
 
     try:
-        return read_records(path)
+        return read_records(path, alignment=alignment)
     except RecordError as error:
         raise SourceError(str(error)) from error
 
