@@ -265,6 +265,25 @@ def test_proves_an_optimum_above_the_lower_bound_by_exhausting_smaller_capacitie
     assert plan.notes["gap"] == 0.0
 
 
+@pytest.mark.parametrize(("alignment", "optimum"), [(3, 4942), (48, 5473)])
+def test_proves_an_optimum_the_bytes_alive_cannot_reach_from_the_aligned_bound(alignment, optimum):
+    """Sizes that are not multiples of the alignment: the search once started its proof at the
+    bytes alive (4,920) and did not exhaust the capacities below the optimum in 20 s (4,942 and
+    5,483 unproven); from the aligned bound it proves at once."""
+    records = [R(f"t{i}", i % 5, i % 5 + 3, 100 + 7 * i) for i in range(30)]
+    result = plan_memory(records, "exact", alignment=alignment, time_limit=5.0, clock=time.process_time)
+    assert result.lower_bound == 4920
+    assert result.plan.proven_optimal and result.plan.notes["stopped"] == "optimal"
+    assert result.plan.total_bytes == result.plan.notes["proven_lower_bound"] == optimum
+
+
+def test_a_plan_at_the_aligned_bound_is_proven_whichever_planner_made_it():
+    records = [R(f"t{i}", 2, 5, 100 + i) for i in range(5)]  # 640 bytes rounded, 28 of them padding on top
+    result = plan_memory(records, "greedy_by_size", alignment=64)
+    assert (result.lower_bound, result.plan.total_bytes) == (510, 612)
+    assert result.plan.proven_optimal
+
+
 def test_a_time_limited_answer_is_not_called_optimal_and_says_how_far_off_it_may_be():
     records = read_records(DATA / "D.1048576.csv")  # lower bound 986,112; no proof in a second
     plan = exact.plan(records, alignment=1, time_limit=0.5)

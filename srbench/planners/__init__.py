@@ -22,6 +22,7 @@ from srbench.memory.records import (
     lower_bound,
     validate_plan,
 )
+from srbench.planners._placement import aligned_peak, as_table
 from srbench.registry import Registry
 
 PLANNERS = Registry("srbench.planners", "planner")
@@ -71,6 +72,8 @@ def plan_memory(
     seconds = time.perf_counter() - start
     validate_plan(records, plan, alignment)
     bound = lower_bound(records)
-    if plan.total_bytes == bound and not plan.proven_optimal:  # no plan is below the bound: a proof
+    # No plan is below the bound: a plan at it is optimal. At an alignment the sizes are not
+    # multiples of, the bytes alive cannot be reached, and the aligned bound is the one to meet.
+    if not plan.proven_optimal and plan.total_bytes in (bound, aligned_peak(as_table(records), alignment)):
         plan = dataclasses.replace(plan, proven_optimal=True)
     return PlanResult(plan=plan, lower_bound=bound, seconds=seconds, num_tensors=len(records))

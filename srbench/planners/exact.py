@@ -59,7 +59,7 @@ from srbench.planners._exact_search import (
     search_entries,
     time_groups,
 )
-from srbench.planners._placement import as_table, live_peak, plan_from_offsets
+from srbench.planners._placement import aligned_peak, as_table, live_peak, plan_from_offsets
 
 NAME = "exact"
 DEFAULT_TIME_LIMIT = 60.0
@@ -382,7 +382,9 @@ def plan(
         _Incumbent(int((offsets[placed[p.buffer_ids]] + p.size).max()), offsets[placed[p.buffer_ids]]) for p in parts
     ]
     bound = live_peak(table, table.size)
-    minimizer = _Minimizer(parts, incumbents, fixed, bound, alignment, clock, started, deadline, capacity)
+    minimizer = _Minimizer(
+        parts, incumbents, fixed, aligned_peak(table, alignment), alignment, clock, started, deadline, capacity
+    )
     minimizer.solve()
     for part, incumbent in zip(parts, minimizer.incumbents):
         offsets[placed[part.buffer_ids]] = incumbent.offsets
