@@ -102,3 +102,37 @@ def test_no_valid_plan_at_all_is_an_error(monkeypatch):
     monkeypatch.setattr(best, "candidates", lambda: {"raises": raises})
     with pytest.raises(PlanError, match=r"no heuristic produced a valid plan.*plugin bug"):
         best.plan(TIE_BREAK_MATTERS)
+
+
+def test_under_a_deadline_the_quick_fallback_runs_first_and_always():
+    """A limit shorter than any heuristic: the one that runs is the quickest (linear scan, 0.08 s
+    at 100,000 records where the greedy ones take 0.4-0.8 s), not the first in name order (once
+    greedy by breadth, so exact's tiny limits overran by a greedy's time: 2 s at 100,000)."""
+    ticks = iter(range(1000))
+    plan = best.run_candidates(
+        TIE_BREAK_MATTERS, alignment=64, planner="exact", deadline=0.5, clock=lambda: next(ticks)
+    )
+    assert best.FALLBACK in best.candidates()
+    assert plan.notes["winner"] == best.FALLBACK and list(plan.notes["totals"]) == [best.FALLBACK]
+    assert sorted(plan.notes["skipped"]) == sorted(set(best.candidates()) - {best.FALLBACK})
+    validate_plan(TIE_BREAK_MATTERS, plan, 64)
+
+
+def test_a_candidate_not_yet_run_is_expected_to_take_longer_than_the_fallback():
+    """Each reading of the clock one second: the fallback plans in one, so another is expected
+    to take SLOWEST_TO_FALLBACK (and its validation as long): skipped below that deadline, run
+    above it."""
+    for deadline, runs_more in ((2 * best.SLOWEST_TO_FALLBACK, False), (3 * best.SLOWEST_TO_FALLBACK + 10, True)):
+        ticks = iter(range(1000))
+        plan = best.run_candidates(
+            TIE_BREAK_MATTERS, alignment=64, planner="exact", deadline=deadline, clock=ticks.__next__
+        )
+        assert (len(plan.notes["totals"]) > 1) is runs_more
+
+
+def test_which_candidate_ran_first_does_not_change_the_winner():
+    """Among equal totals the first in name order wins, whether the fallback ran first or not."""
+    records = synthetic_records(200, seed=4)
+    timed = best.run_candidates(records, alignment=64, planner="exact", deadline=float("inf"))
+    assert timed.notes["winner"] == best.plan(records).notes["winner"]
+    assert dict(timed.offsets) == dict(best.plan(records).offsets)
