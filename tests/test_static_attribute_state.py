@@ -190,3 +190,38 @@ def test_the_eager_calls_leave_buffers_and_generators_as_they_were():
     assert torch.equal(model.generator.get_state(), generator_state)
     assert torch.equal(torch.get_rng_state(), global_state)
     assert model.count.item() == 0
+
+
+class WritesItsParameters(nn.Module):
+    """Writes its own tensors in place as some forwards do: a parameter under ``no_grad``, a view
+    of another, a buffer as an ``out=`` argument; one parameter is only read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(4))
+        self.shift = nn.Parameter(torch.zeros(4))
+        self.kept = nn.Parameter(torch.full((4,), 3.0))
+        self.register_buffer("last", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.scale.mul_(2)
+            self.shift[1:].add_(1)
+        torch.mul(x, self.kept, out=self.last)
+        return x * self.scale + self.shift + self.last
+
+
+def test_preparing_leaves_the_parameters_a_forward_writes_as_they_were():
+    """The eager call preparing makes is not one of the user's calls: parameters and buffers it
+    wrote are put back (before, the parameters kept the write), so the prepared program's calls
+    give what eager's calls give on a model as it was built."""
+    torch.manual_seed(0)
+    model, twin = WritesItsParameters(), WritesItsParameters()
+    x = randn(4)
+    runtime = StaticModule(model, (x,), StaticOptions()).runtime()
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(tensor, twin.state_dict()[name], rtol=0, atol=0, msg=name)
+    for _ in range(3):
+        with torch.no_grad():
+            expected = twin(x.clone())
+        torch.testing.assert_close(runtime(x.clone()), expected, rtol=0, atol=0)

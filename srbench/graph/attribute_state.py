@@ -17,8 +17,8 @@ all the same, which the model's next version may read. Not caught: an attribute 
 call only and read later (a cache ``if self.cache is None: self.cache = f(x)``), as the second
 call leaves it as the first did. A model with no attribute changed by its first call costs one
 eager call; a model eager cannot run on the example inputs is not checked (no calls to
-compare). Everything the calls changed is put back (plain attributes, buffers, the random
-generators), so the model is left as it was given.
+compare). Everything the calls changed is put back (plain attributes, parameters and buffers
+written in place, the random generators), so the model is left as it was given.
 """
 
 from __future__ import annotations
@@ -135,10 +135,19 @@ def _refill(copy: _Copy) -> None:
 
 @contextmanager
 def _tensors_kept(model: torch.nn.Module) -> Iterator[None]:
-    """The model's buffers and its own generators as they were, after the body (a forward writing
-    its buffer in place, drawing from a generator it holds: capture refuses the latter, see
-    :mod:`srbench.graph.capture`, but the model is left as it was given)."""
-    saved = [(buffer, buffer.clone()) for buffer in model.buffers()]
+    """The model's parameters and buffers and its own generators as they were, after the body: a
+    forward may write its tensors in place (running statistics, ``self.weight.mul_(2)`` under
+    ``no_grad``; the program repeats such writes at every call, as eager does, but the calls made
+    while preparing are not the user's), or draw from a generator it holds (capture refuses
+    that, see :mod:`srbench.graph.capture`, but the model is left as it was given).
+
+    Every tensor is copied before the body, which costs the model's size for its duration:
+    copying only what is written would need a dispatch mode watching every op, and under one
+    ``torch.cond`` and ``while_loop`` run through ``torch.compile`` in a way that left later
+    captures failing. Every tensor is written back too: version counters would say which were
+    written, but some kernels write without moving them (``aten.batch_norm``'s running
+    statistics in training mode)."""
+    saved = [(tensor, tensor.detach().clone()) for tensor in (*model.parameters(), *model.buffers())]
     generators = {
         id(value): (value, value.get_state())
         for module in model.modules()
@@ -148,9 +157,9 @@ def _tensors_kept(model: torch.nn.Module) -> Iterator[None]:
     try:
         yield
     finally:
-        with torch.inference_mode():
-            for buffer, copy in saved:
-                buffer.copy_(copy)
+        with torch.inference_mode():  # no autograd; and a buffer may be an inference tensor
+            for tensor, copy in saved:
+                tensor.copy_(copy)
         for generator, state in generators.values():
             generator.set_state(state)
 
