@@ -29,6 +29,7 @@ from srbench.planners._exact_search import (
     build_partition,
     time_groups,
 )
+from srbench.planners._placement import aligned_peak, as_table
 from srbench.planners._section_inference import schedulable, uncoverable_section
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "minimalloc"
@@ -281,6 +282,17 @@ def test_a_plan_at_the_aligned_bound_is_proven_whichever_planner_made_it():
     records = [R(f"t{i}", 2, 5, 100 + i) for i in range(5)]  # 640 bytes rounded, 28 of them padding on top
     result = plan_memory(records, "greedy_by_size", alignment=64)
     assert (result.lower_bound, result.plan.total_bytes) == (510, 612)
+    assert result.plan.proven_optimal
+
+
+def test_the_aligned_bound_takes_each_steps_own_largest_rounding():
+    """Two 100-byte tensors alive together at alignment 64 need 228 bytes (the second at 128);
+    a 1-byte tensor elsewhere rounds up by 63, which bounded the pair at 256 - 63 = 193 when the
+    largest rounding of all was taken at every step."""
+    records = [R("a", 0, 1, 100), R("b", 0, 1, 100), R("c", 5, 5, 1)]
+    assert aligned_peak(as_table(records), 64) == 228
+    result = plan_memory(records, "greedy_by_size", alignment=64)
+    assert (result.lower_bound, result.plan.total_bytes) == (200, 228)
     assert result.plan.proven_optimal
 
 

@@ -74,6 +74,8 @@ def plan_memory(
     bound = lower_bound(records)
     # No plan is below the bound: a plan at it is optimal. At an alignment the sizes are not
     # multiples of, the bytes alive cannot be reached, and the aligned bound is the one to meet.
-    if not plan.proven_optimal and plan.total_bytes in (bound, aligned_peak(as_table(records), alignment)):
+    if not plan.proven_optimal and (
+        plan.total_bytes == bound or plan.total_bytes == aligned_peak(as_table(records), alignment)
+    ):
         plan = dataclasses.replace(plan, proven_optimal=True)
     return PlanResult(plan=plan, lower_bound=bound, seconds=seconds, num_tensors=len(records))
