@@ -146,8 +146,14 @@ def _tensors_kept(model: torch.nn.Module) -> Iterator[None]:
     ``torch.cond`` and ``while_loop`` run through ``torch.compile`` in a way that left later
     captures failing. Every tensor is written back too: version counters would say which were
     written, but some kernels write without moving them (``aten.batch_norm``'s running
-    statistics in training mode)."""
+    statistics in training mode). A forward may also assign a new tensor to a registered buffer
+    (``self.ema = self.ema * 0.9 + ...``, which ``nn.Module`` stores in its buffer table): the
+    tables get their tensors back, else the model kept the check's result and the program read
+    state one call ahead of eager's."""
     saved = [(tensor, tensor.detach().clone()) for tensor in (*model.parameters(), *model.buffers())]
+    tables: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        (table, dict(table)) for module in model.modules() for table in (module._buffers, module._parameters)
+    ]
     generators = {
         id(value): (value, value.get_state())
         for module in model.modules()
@@ -157,6 +163,9 @@ def _tensors_kept(model: torch.nn.Module) -> Iterator[None]:
     try:
         yield
     finally:
+        for table, entries in tables:
+            table.clear()
+            table.update(entries)
         with torch.inference_mode():  # no autograd; and a buffer may be an inference tensor
             for tensor, copy in saved:
                 tensor.copy_(copy)

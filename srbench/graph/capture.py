@@ -145,13 +145,33 @@ def _decomposed(exported: ExportedProgram, export_with_grad: Callable[[], Export
     A model with a ``torch.enable_grad()`` block, exported under ``no_grad``, holds it as a
     ``wrap_with_set_grad_enabled(True, ...)`` sub-module that torch's lowering fails on
     ('list index out of range'): such a model is exported again with gradients enabled (its
-    block is then inline) and that capture lowered."""
+    block is then inline) and that capture lowered. Dropout out of training is lowered as an
+    alias of its input (:func:`_dropout_out_of_training_as_alias`)."""
     try:
-        return exported.run_decompositions(_decomposition_table())
+        return _dropout_out_of_training_as_alias(exported).run_decompositions(_decomposition_table())
     except Exception:  # torch raises many types here; the second lowering raises its own
         if _enables_grad(exported.graph_module):
-            return export_with_grad().run_decompositions(_decomposition_table())
+            return _dropout_out_of_training_as_alias(export_with_grad()).run_decompositions(_decomposition_table())
         return exported.run_decompositions(_decomposition_table(_aten.scaled_dot_product_attention.default))
+
+
+def _dropout_out_of_training_as_alias(exported: ExportedProgram) -> ExportedProgram:
+    """``exported`` with each ``dropout(x, p, train=False)`` made ``alias(x)``, in place. Eager's
+    ``dropout`` out of training returns its input itself, and torch's lowering makes it
+    ``x.clone()`` (it decomposes dropout whatever the table says: its schema claims a fresh
+    result), so under ``decompose`` an ``nn.Dropout``'s output in eval no longer shared memory
+    with its input as eager's does, and cost a copy. ``alias`` is a view, as core ATen as
+    ``clone``."""
+    graph = exported.graph_module.graph
+    changed = False
+    for node in graph.nodes:
+        train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
+        if node.target is _aten.dropout.default and train is False:
+            node.target, node.args, node.kwargs = _aten.alias.default, (node.args[0],), {}
+            changed = True
+    if changed:
+        exported.graph_module.recompile()
+    return exported
 
 
 def _decomposition_table(*kept_whole: torch._ops.OpOverload) -> dict:

@@ -142,6 +142,15 @@ def _output_nodes(value: object) -> Iterator[torch.fx.Node]:
             yield from _output_nodes(item)
 
 
+def element_name(node: torch.fx.Node, index: int) -> str:
+    """The storage id of a multi-output op's result ``index``: the name of the ``getitem`` node
+    reading it, or ``"<op>.<index>"`` when nobody reads it."""
+    for user in node.users:
+        if user.target is operator.getitem and user.args[1] == index:
+            return user.name
+    return f"{node.name}.{index}"
+
+
 class _Analysis:
     """One pass over the graph in order; the public entry point is :func:`analyze_lifetimes`."""
 
@@ -208,6 +217,12 @@ class _Analysis:
         values = list(value) if multi and isinstance(value, (list, tuple)) else [value]
         storages: list[str | None] = []
         for index, result in enumerate(values):
+            element = element_name(node, index) if multi else None
+            if element is not None and element in self.aliases:  # an element found to be an argument, or a view of one
+                storage = self.storage_of[self.aliases[element]]
+                storages.append(None)
+                self.element_storage[(node.name, index)] = storage
+                continue
             alias = None if node.name in self.copies else _alias_argument(schema, min(index, len(schema.returns) - 1))
             if alias is not None:
                 base = _argument_value(node, schema, alias)
@@ -218,7 +233,7 @@ class _Analysis:
                 storage = self.storage_of[base.name]
                 storages.append(None)
             elif isinstance(result, torch.Tensor):
-                storage = self._getitem_name(node, index) if multi else node.name
+                storage = element if element is not None else node.name
                 if has_static_geometry(result):
                     self._own(storage, node, result)
                 else:
@@ -232,12 +247,6 @@ class _Analysis:
             else:
                 self.storage_of[node.name] = storage
         self.outputs_of[node.name] = tuple(storages)
-
-    def _getitem_name(self, node: torch.fx.Node, index: int) -> str:
-        for user in node.users:
-            if user.target is operator.getitem and user.args[1] == index:
-                return user.name
-        return f"{node.name}.{index}"
 
     def _visit_getitem(self, node: torch.fx.Node) -> None:
         parent, index = node.args
@@ -307,7 +316,9 @@ def analyze_lifetimes(
 
     ``aliases`` maps node names to the argument node each returns as is although its schema
     says it allocates (``dropout`` in eval mode returns its input); a runtime that observed this
-    on real values passes it so those nodes count as views. ``copies`` names nodes whose schema
+    on real values passes it so those nodes count as views. A key may name one result of a
+    multi-output op (:func:`element_name`): ``broadcast_tensors`` and ``meshgrid`` return views
+    of their arguments, each of another one, under schemas that say they allocate. ``copies`` names nodes whose schema
     says they return an alias but which allocate for these inputs (``reshape`` of a tensor it
     cannot view copies it): they get storages of their own.
     """

@@ -485,6 +485,7 @@ def prepare_graph(
             serve=options.serve_fallbacks and options.enable_out_variant,
         )
     aliases = {node: r.aliases for node, r in resolutions.items() if r.aliases}
+    aliases |= {element: base for r in resolutions.values() for element, base in r.element_aliases}
     analysis = analyze_lifetimes(graph, aliases=aliases) if aliases else schema_analysis
 
     steps = [node.name for node in graph.nodes]

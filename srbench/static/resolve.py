@@ -52,7 +52,7 @@ import torch
 import torch.fx
 
 from srbench.graph.nodes import written_arguments
-from srbench.memory.lifetimes import has_static_geometry
+from srbench.memory.lifetimes import element_name, has_static_geometry
 from srbench.memory.records import align_up
 from srbench.static.calls import (
     Call,
@@ -144,7 +144,10 @@ class Resolution:
 
     ``native`` runs views, in-place ops, ``getitem`` and opaque callables; ``out`` writes into
     given buffers; ``fallback`` allocates its result. ``aliases`` names the argument node that a
-    functional op was found to return as is.
+    functional op was found to return as is; ``element_aliases`` does so per result of a
+    multi-output op, as (the result's storage id, :func:`~srbench.memory.lifetimes.element_name`,
+    and the argument node it shares memory with): ``broadcast_tensors`` returns a view of each
+    of its arguments, which one result's base cannot say.
     """
 
     node: str
@@ -154,6 +157,7 @@ class Resolution:
     out: Call | None = None
     fallback: Call | None = None
     aliases: str | None = None
+    element_aliases: tuple[tuple[str, str], ...] = ()
     constant: Any = None  # the value, when every input is a constant: computed once, at prepare time
     foldable: bool = False
     out_seconds: float | None = None  # best time of the chosen out variant on the example inputs
@@ -439,6 +443,7 @@ class Resolver:
             calls = (resolution.native, resolution.out, resolution.fallback)
             read |= {name for call in calls if call is not None for name in read_nodes(call)}
             read |= {resolution.aliases} if resolution.aliases else set()
+            read |= {base for _, base in resolution.element_aliases}
 
     def _is_view(self, node: torch.fx.Node) -> bool:
         resolution = self.resolutions.get(node.name)
@@ -618,17 +623,19 @@ class Resolver:
         arguments = _tensors(materialize(list(node.args) + list(node.kwargs.values()), self.env))
         if ok:
             aliased = _shares_storage(reference, arguments)
-            if aliased is not None:  # a "functional" op that returned an input as is
+            if aliased is not None:  # a "functional" op that returned an input as is, or views
                 self.env[node.name] = reference
-                base = next(
-                    arg
-                    for arg in node.all_input_nodes
-                    if isinstance(self.env.get(arg.name), torch.Tensor)
-                    and storage_pointer(self.env[arg.name]) == storage_pointer(aliased)
-                )
                 working = self._working_fallbacks(node, op, reference)
                 call = working[0] if working else self._as_is(node, op)
-                return Resolution(node.name, kind, Category.ALIASING, native=call, aliases=base.name)
+                if isinstance(reference, torch.Tensor):
+                    base = self._argument_sharing(node, reference)
+                    return Resolution(node.name, kind, Category.ALIASING, native=call, aliases=base)
+                elements = tuple(
+                    (element_name(node, index), base)
+                    for index, result in enumerate(reference)
+                    if isinstance(result, torch.Tensor) and (base := self._argument_sharing(node, result)) is not None
+                )
+                return Resolution(node.name, kind, Category.ALIASING, native=call, element_aliases=elements)
         outs = self._working_out_variants(node, op, reference if ok else None)
         fallbacks = self._working_fallbacks(node, op, reference) if ok else []
         if not outs and not fallbacks:
@@ -668,6 +675,18 @@ class Resolver:
             fallback_seconds=fallback_seconds,
             fallback_allocates_as_planned=any(call is fallback for call in self.allocates_as_planned),
             serving=serving,
+        )
+
+    def _argument_sharing(self, node: torch.fx.Node, result: torch.Tensor) -> str | None:
+        """The argument node whose storage ``result`` shares, if any."""
+        pointer = storage_pointer(result)
+        return next(
+            (
+                arg.name
+                for arg in node.all_input_nodes
+                if isinstance(self.env.get(arg.name), torch.Tensor) and storage_pointer(self.env[arg.name]) == pointer
+            ),
+            None,
         )
 
     def _confirm_slower(
