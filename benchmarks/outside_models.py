@@ -1,11 +1,12 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 139
-models that are not in the zoo, offline and randomly initialised: stock ``torch.nn`` pieces
-and small hand-written models that exercise one semantic each (masks, recurrent layers, 1-D/3-D
-and transposed convolutions, normalisations, pixel shuffle, resampling, pytree inputs and
-outputs, calls written in other forms, in-place ops, view chains, indexing, sorting, half, int8,
-complex and float64 paths, linalg), and ``transformers`` models from small configs
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 169
+models that are not in the zoo (the sixth round's 30 in ``benchmarks/outside_round6.py``),
+offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
+exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions,
+normalisations, pixel shuffle, resampling, pytree inputs and outputs, calls written in other
+forms, in-place ops, view chains, indexing, sorting, half, int8, complex and float64 paths,
+linalg, aliased and 0-dim arguments, distributions), and ``transformers`` models from small configs
 (``HF_HUB_OFFLINE=1``, nothing downloaded). Each model has two calls: shape 0 at batch 1, shape 1
 at another batch and, where the model has one, another length or size.
 
@@ -36,8 +37,8 @@ Exit status 0 when every capturable model is equivalent under every option set, 
 What the sweep found, and what still fails, is in the README ("Models from outside the zoo"); each
 fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_calls.py`` (the second), ``tests/test_static_outside_round3.py``,
-``tests/test_static_outside_round4.py`` or ``tests/test_static_outside_round5.py`` on the
-smallest model that showed it.
+``tests/test_static_outside_round4.py``, ``tests/test_static_outside_round5.py`` or
+``tests/test_static_outside_round6.py`` on the smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
@@ -1895,10 +1896,11 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first."""
-    return (
-        _torch_models() + _torch_pieces() + _third_round() + _fourth_round() + _fifth_round() + _transformers_models()
-    )
+    """Every model of the sweep, torch.nn ones first, the sixth round's last."""
+    from benchmarks.outside_round6 import sixth_round
+
+    earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
+    return [case for models in (*earlier, sixth_round) for case in models()]
 
 
 # --------------------------------------------------------------------------------------------
@@ -2111,4 +2113,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as the package's module, so that the sixth round's module (which imports this one as
+    # ``benchmarks.outside_models``) and this script share one set of classes.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.outside_models import main as package_main
+
+    sys.exit(package_main())
