@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from srbench.memory.records import TensorUsageRecord, lower_bound, validate_plan
-from srbench.planners import greedy_by_breadth, greedy_by_size, linear_scan, naive, plan_memory, storage_groups
+from srbench.planners import (
+    greedy_by_breadth,
+    greedy_by_size,
+    linear_scan,
+    naive,
+    plan_memory,
+    planner_names,
+    storage_groups,
+)
 from srbench.planners._placement import place_best_fit
 
 HEURISTICS = {
@@ -228,3 +236,23 @@ def test_steps_beyond_int64_are_planned(name):
     plan = HEURISTICS[name](records)
     validate_plan(records, plan)
     assert plan.total_bytes == (192 if name == "naive" else 128)
+
+
+@pytest.mark.parametrize("alignment", [0, -64, 1.5, "64", True, None])
+@pytest.mark.parametrize("name", planner_names())
+def test_an_alignment_that_is_not_a_positive_whole_number_is_refused_before_planning(name, alignment):
+    records = [TensorUsageRecord("a", 0, 1, 100), TensorUsageRecord("b", 1, 2, 50)]
+    with pytest.raises(ValueError, match=rf"alignment must be a positive whole number of bytes, got {alignment!r}"):
+        plan_memory(records, name, alignment=alignment)
+
+
+@pytest.mark.parametrize("name", planner_names())
+def test_a_numpy_integer_alignment_plans_as_its_value(name):
+    """Storage groups kept numpy scalars from a numpy alignment, and the validator refused its
+    total as not a byte count."""
+    records = [TensorUsageRecord("a", 0, 1, 100), TensorUsageRecord("b", 1, 2, 50), TensorUsageRecord("c", 3, 4, 8)]
+    options = {"time_limit": 1.0} if name == "exact" else {}
+    result = plan_memory(records, name, alignment=np.int64(64), **options)
+    assert result.plan == plan_memory(records, name, alignment=64, **options).plan or name == "exact"
+    assert type(result.plan.total_bytes) is int
+    assert all(type(offset) is int for offset in result.plan.offsets.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -61,6 +62,20 @@ def align_up(nbytes: int, alignment: int = DEFAULT_ALIGNMENT) -> int:
     if alignment <= 0:
         raise ValueError(f"alignment must be positive, got {alignment}")
     return -(-nbytes // alignment) * alignment
+
+
+def check_alignment(alignment: object) -> int:
+    """``alignment`` as a Python int, or ValueError naming it: a positive whole number of bytes.
+    A numpy integer (an alignment computed from arrays) is taken as its value; planners given
+    one as is kept numpy scalars in their offsets (storage groups' total was refused by the
+    validator as not a byte count), and a float such as 1.5 gave every planner's plan offsets
+    the validator refused, instead of one error naming the alignment."""
+    if isinstance(alignment, bool) or not hasattr(alignment, "__index__"):
+        raise ValueError(f"alignment must be a positive whole number of bytes, got {alignment!r}")
+    value = operator.index(alignment)
+    if value <= 0:
+        raise ValueError(f"alignment must be a positive whole number of bytes, got {alignment!r}")
+    return value
 
 
 def _is_int(value: object) -> bool:

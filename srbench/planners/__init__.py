@@ -18,6 +18,7 @@ from srbench.memory.records import (
     DEFAULT_ALIGNMENT,
     MemoryPlan,
     TensorUsageRecord,
+    check_alignment,
     check_records,
     lower_bound,
     validate_plan,
@@ -64,6 +65,7 @@ def plan_memory(
     **options: Any,
 ) -> PlanResult:
     """Plan ``records`` with the named planner; the plan is validated before it is returned."""
+    alignment = check_alignment(alignment)
     records = list(records)
     check_records(records, alignment=alignment)
     plan_fn = get_planner(planner)
