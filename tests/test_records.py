@@ -133,3 +133,10 @@ def test_lower_bound_is_the_most_bytes_alive_at_one_step():
     assert lower_bound([]) == 0
     assert lower_bound([A, B, C]) == 192  # steps 1-2: a + b; step 3: b + c
     assert lower_bound([A, C]) == 128
+
+
+@pytest.mark.parametrize("alignment", [0, -3, 1.5, True])
+def test_the_validator_refuses_an_alignment_that_is_not_a_positive_whole_number(alignment):
+    records = [TensorUsageRecord("a", 0, 1, 10)]
+    with pytest.raises(ValueError, match=rf"alignment must be a positive whole number of bytes, got {alignment!r}"):
+        validate_plan(records, MemoryPlan("x", {"a": 0}, 10), alignment)
