@@ -78,6 +78,8 @@ def test_write_replaces_atomically_and_leaves_the_old_file_when_records_are_bad(
         ("id,lower,upper,size\na,0,2,-1\n", r":2: buffer 'a' has negative size -1"),
         ("id,lower,upper,size\na,-1,2,8\n", r":2: buffer 'a' has negative lower -1"),
         ("id,lower,upper,size\na,0,2,64\na,1,3,64\n", r":3: duplicate id 'a' \(first on line 2\)"),
+        ("id,lower,upper,size\na,0,2,9223372036854775808\n", r":2: column 'size' is 9223372036854775808, beyond a 64"),
+        ("id,lower,upper,size\na,0,99999999999999999999,8\n", r":2: column 'upper' is 99999999999999999999, beyond"),
         ("id,lower,upper,size\n,0,2,64\n", r":2: empty id"),
     ],
 )

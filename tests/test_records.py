@@ -6,6 +6,7 @@ import pytest
 
 from srbench.memory.records import (
     MAX_SLAB_BYTES,
+    MAX_STEP,
     MemoryPlan,
     PlanError,
     RecordError,
@@ -15,7 +16,7 @@ from srbench.memory.records import (
     lower_bound,
     validate_plan,
 )
-from srbench.planners import plan_memory
+from srbench.planners import plan_memory, planner_names
 
 A = TensorUsageRecord("a", 0, 2, 128)
 B = TensorUsageRecord("b", 1, 3, 64)
@@ -140,3 +141,12 @@ def test_the_validator_refuses_an_alignment_that_is_not_a_positive_whole_number(
     records = [TensorUsageRecord("a", 0, 1, 10)]
     with pytest.raises(ValueError, match=rf"alignment must be a positive whole number of bytes, got {alignment!r}"):
         validate_plan(records, MemoryPlan("x", {"a": 0}, 10), alignment)
+
+
+@pytest.mark.parametrize("name", planner_names())
+def test_steps_beyond_the_largest_are_refused_before_planning_naming_the_record(name):
+    records = [TensorUsageRecord("a", 0, 2**63 - 1, 8), TensorUsageRecord("b", 2**63 - 1, 2**63 - 1, 8)]
+    with pytest.raises(RecordError, match=r"record 'a': last step 9223372036854775807 is beyond the largest step"):
+        plan_memory(records, name)
+    at_the_largest = [TensorUsageRecord("a", 0, MAX_STEP, 8), TensorUsageRecord("b", MAX_STEP, MAX_STEP, 8)]
+    assert plan_memory(at_the_largest, name).plan.total_bytes == 72

@@ -84,11 +84,15 @@ _INTEGER = re.compile(r"-?[0-9]+")
 
 
 def _parse_int(text: str, column: str, where: str) -> int:
-    """Decimal digits (with an optional minus), spaces around them allowed: Python's ``int()``
-    would also take ``1_000``, ``+5`` and non-ASCII digits, which no CSV writer means."""
+    """Decimal digits (with an optional minus), spaces around them allowed, within int64 as
+    MiniMalloc reads them: Python's ``int()`` would also take ``1_000``, ``+5`` and non-ASCII
+    digits, which no CSV writer means, and numbers of any length."""
     if _INTEGER.fullmatch(text.strip()) is None:
         raise MiniMallocCsvError(f"{where}: column {column!r} must be a decimal integer, got {text!r}")
-    return int(text)
+    value = int(text)
+    if not -(2**63) <= value < 2**63:  # MiniMalloc reads int64; a record that size reached the planners
+        raise MiniMallocCsvError(f"{where}: column {column!r} is {value}, beyond a 64-bit integer")
+    return value
 
 
 def read_instance(path: str | os.PathLike[str]) -> MiniMallocInstance:

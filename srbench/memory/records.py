@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 DEFAULT_ALIGNMENT = 64
 # Offsets index an int64-addressed uint8 slab: anything beyond cannot be allocated or viewed.
 MAX_SLAB_BYTES = 2**63 - 1
+# Planners count steps in int64, one past a record's last step and across lifetimes: steps up to
+# here leave that arithmetic room (a last step of 2**63 - 1 wrapped the exact search's section
+# bounds negative, a numpy error instead of a plan).
+MAX_STEP = 2**62
 
 
 class RecordError(ValueError):
@@ -101,6 +105,8 @@ def check_records(records: Iterable[TensorUsageRecord], *, alignment: int = 1) -
             raise RecordError(f"record {record.id!r}: negative size {record.size}")
         if record.first < 0:
             raise RecordError(f"record {record.id!r}: negative first step {record.first}")
+        if record.last > MAX_STEP:
+            raise RecordError(f"record {record.id!r}: last step {record.last} is beyond the largest step ({MAX_STEP})")
         if record.last < record.first:
             raise RecordError(
                 f"record {record.id!r}: inverted lifetime, last step {record.last} is before first step {record.first}"
