@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import distributions, nn
+from torch.nn import functional as F
 
 from srbench.inputs import Inputs
 from srbench.measure.aliasing import aliasing
@@ -132,13 +133,14 @@ class DropoutInEval(nn.Module):
         self.dropout, self.linear = nn.Dropout(0.3), nn.Linear(6, 6)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return self.dropout(x), self.dropout(self.linear(x)) * 2, self.dropout(x)
+        return self.dropout(x), self.dropout(self.linear(x)) * 2, self.dropout(x), F.dropout(x, 0.0, training=True)
 
 
 @pytest.mark.parametrize("options", [StaticOptions(decompose=True), StaticOptions(decompose=True, streams=2)])
 def test_dropout_in_eval_under_decompose_returns_its_input(options):
     """Eager's ``dropout`` out of training returns its input itself; torch's lowering to core
     ATen makes it ``clone`` whatever the decomposition table says, so under ``decompose`` the
-    output shared memory with nothing (``dropout_eval``). It is lowered as ``alias`` now."""
+    output shared memory with nothing (``dropout_eval``). It is lowered as ``alias`` now; so is
+    dropout at ``p == 0`` in training, which eager answers with its input too."""
     model = DropoutInEval().eval()
     assert_as_eager(model, [Inputs.of(randn(2, 6)), Inputs.of(randn(3, 6, seed=1))], options)

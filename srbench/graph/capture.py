@@ -156,17 +156,21 @@ def _decomposed(exported: ExportedProgram, export_with_grad: Callable[[], Export
 
 
 def _dropout_out_of_training_as_alias(exported: ExportedProgram) -> ExportedProgram:
-    """``exported`` with each ``dropout(x, p, train=False)`` made ``alias(x)``, in place. Eager's
-    ``dropout`` out of training returns its input itself, and torch's lowering makes it
-    ``x.clone()`` (it decomposes dropout whatever the table says: its schema claims a fresh
-    result), so under ``decompose`` an ``nn.Dropout``'s output in eval no longer shared memory
-    with its input as eager's does, and cost a copy. ``alias`` is a view, as core ATen as
-    ``clone``."""
+    """``exported`` with each ``dropout(x, p, train)`` that eager answers with ``x`` itself made
+    ``alias(x)``, in place: out of training, at ``p == 0``, or on an empty ``x``. torch's
+    lowering makes those ``x.clone()`` (it decomposes dropout whatever the table says: its schema
+    claims a fresh result), so under ``decompose`` an ``nn.Dropout``'s output in eval no longer
+    shared memory with its input as eager's does, and cost a copy. ``alias`` is a view, as core
+    ATen as ``clone``."""
     graph = exported.graph_module.graph
     changed = False
     for node in graph.nodes:
-        train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train")
-        if node.target is _aten.dropout.default and train is False:
+        if node.target is not _aten.dropout.default:
+            continue
+        arguments = {**dict(zip(("input", "p", "train"), node.args)), **node.kwargs}
+        value = node.meta.get("val")
+        empty = isinstance(value, torch.Tensor) and any(isinstance(n, int) and n == 0 for n in value.shape)
+        if arguments.get("train") is False or arguments.get("p") == 0 or empty:
             node.target, node.args, node.kwargs = _aten.alias.default, (node.args[0],), {}
             changed = True
     if changed:
