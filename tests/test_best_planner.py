@@ -130,9 +130,14 @@ def test_a_candidate_not_yet_run_is_expected_to_take_longer_than_the_fallback():
         assert (len(plan.notes["totals"]) > 1) is runs_more
 
 
-def test_which_candidate_ran_first_does_not_change_the_winner():
-    """Among equal totals the first in name order wins, whether the fallback ran first or not."""
-    records = synthetic_records(200, seed=4)
-    timed = best.run_candidates(records, alignment=64, planner="exact", deadline=float("inf"))
-    assert timed.notes["winner"] == best.plan(records).notes["winner"]
-    assert dict(timed.offsets) == dict(best.plan(records).offsets)
+def test_among_equal_totals_the_first_run_wins_so_skipping_the_others_keeps_the_plan():
+    """Under a deadline the fallback runs first and wins ties: a call that skipped the others
+    (a cold first call) and one that ran them give the same plan where none of them is smaller."""
+    records = [R(f"t{i}", i, i + 1, 64) for i in range(6)]  # every candidate but naive at 128
+    ran_all = best.run_candidates(records, alignment=64, planner="exact", deadline=float("inf"))
+    ticks = iter(range(1000))
+    ran_one = best.run_candidates(records, alignment=64, planner="exact", deadline=0.5, clock=ticks.__next__)
+    assert len(ran_all.notes["totals"]) == len(best.candidates()) and ran_one.notes["skipped"]
+    assert ran_all.notes["winner"] == ran_one.notes["winner"] == best.FALLBACK
+    assert dict(ran_all.offsets) == dict(ran_one.offsets)
+    assert best.plan(records).notes["winner"] == min(best.candidates())  # no deadline: name order

@@ -69,8 +69,12 @@ def run_candidates(
 
     With a ``deadline`` (a value of ``clock``), :data:`FALLBACK` runs first and always, and each
     other candidate only if it is expected to end by then with time to spare for a validation
-    (see :data:`SLOWEST_TO_FALLBACK`); the others are listed in ``notes["skipped"]``. Which
-    candidates ran decides nothing else: among equal totals the first in name order wins.
+    (see :data:`SLOWEST_TO_FALLBACK`); the others are listed in ``notes["skipped"]``. Among equal
+    totals the first run wins (the fallback under a deadline, else the first in name order), so
+    whether the others ran changes the plan only where one of them is smaller: with the first
+    in name order winning ties, a first call that paid numba's cache loading skipped the others
+    and kept the fallback's plan, a second one ran them and kept greedy by breadth's, and
+    ``exact`` gave two different plans, both proven optimal, for the same records.
     """
     table = as_table(records)
     winner: tuple[str, MemoryPlan] | None = None
@@ -89,7 +93,7 @@ def run_candidates(
             proposed = candidate(table, alignment=alignment)
             planned = clock()
             totals[name] = proposed.total_bytes
-            if winner is None or (proposed.total_bytes, name) < (winner[1].total_bytes, winner[0]):
+            if winner is None or proposed.total_bytes < winner[1].total_bytes:
                 validate_plan(table, proposed, alignment)
                 winner = (name, proposed)
         except Exception as error:  # a broken plugin must not stop the others
