@@ -19,10 +19,11 @@ For each model, in one process, one model at a time, one intra-op thread:
    ``streams=2``; ``streams=4``), each prepared on shape 0 and
    checked against eager by the suites' equivalence protocol (``srbench.measure.equivalence``:
    shape 0, shape 1, shape 0 again; inputs as eager leaves them; outputs of one run not
-   overwritten by the next unless outputs are managed), then once more on shape 0 for which
+   overwritten by the next unless outputs are managed), then once more at each shape for which
    outputs share memory with which inputs and outputs (``srbench.measure.aliasing``: an output
-   that is an input, a view of one, or another output, as eager's are) and, at both shapes, for
-   each output's strides (``srbench.measure.layout``: its memory format, as eager's), and
+   that is an input, a view of one, or another output, as eager's are; at shape 0 only before
+   the sixth round) and for each output's strides (``srbench.measure.layout``: its memory
+   format, as eager's), and
    through the ``srbench`` runtime plugin as suites call it;
 3. the time per call of eager (under ``torch.inference_mode``, as the eager runtime plugin) and
    of srbench with default options, medians of interleaved rounds on shape 0; the ratio
@@ -1952,7 +1953,7 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
             runtime, calls[0], calls[1], expected[0], expected[1], rtol=case.rtol, atol=case.atol,
             outputs_may_be_reused=options.manage_output_tensors,
         )  # fmt: skip
-        wrong = _aliasing_check(runtime, calls[0], expected[0]) or _layout_check(runtime, calls, expected)
+        wrong = _aliasing_at_each_shape(runtime, calls, expected) or _layout_check(runtime, calls, expected)
         if wrong is not None:
             return wrong, None
     except EquivalenceError as error:
@@ -1974,6 +1975,17 @@ def _aliasing_check(runtime: Callable[..., Any], call: Any, expected: Any) -> Ch
     difference = next(f"{a[0]} shares memory with {a[1] or 'nothing'}, eager's with {b[1] or 'nothing'}"
                       for a, b in zip(shared, eager_shared) if a != b)  # fmt: skip
     return Check(Outcome.WRONG, f"outputs alias unlike eager's: {difference}")
+
+
+def _aliasing_at_each_shape(runtime: Callable[..., Any], calls: Sequence[Any], expected: Sequence[Any]) -> Check | None:
+    """:func:`_aliasing_check` at both shapes (since the sixth round): a call of another shape
+    can share memory otherwise (``x.contiguous()`` is ``x`` for a contiguous input, a copy of a
+    transposed one; one tensor may be passed twice in one call and not in the other)."""
+    for shape, (call, answer) in enumerate(zip(calls, expected)):
+        wrong = _aliasing_check(runtime, call, answer)
+        if wrong is not None:
+            return replace(wrong, detail=f"shape {shape}: {wrong.detail}")
+    return None
 
 
 def _layout_check(runtime: Callable[..., Any], calls: Sequence[Any], expected: Sequence[Any]) -> Check | None:

@@ -141,8 +141,9 @@ def _aliasing_and_views() -> list[OutsideModel]:
 
     return [
         OutsideModel("noop_conversions", "contiguous/float/to/type_as/view_as/expand_as/reshape/detach that eager "
-                     "answers with the input itself or a view", NoopConversions,
-                     lambda shape: _call(_randn(shape, _batch(shape), 8))),
+                     "answers with the input itself or a view; a contiguous input, then a transposed one",
+                     NoopConversions, lambda shape: _call(_randn(shape, 8, _batch(shape)).t() if shape
+                                                          else _randn(shape, _batch(shape), 8))),
         OutsideModel("dtype_views", "view(int32/uint8), sign-bit abs, complex real/imag/view_as_real of inputs",
                      DtypeViews, dtype_view_inputs),
         OutsideModel("same_tensor_twice", "writes one argument, reads the other: prepared on the same tensor "

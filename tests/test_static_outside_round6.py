@@ -144,3 +144,26 @@ def test_dropout_in_eval_under_decompose_returns_its_input(options):
     dropout at ``p == 0`` in training, which eager answers with its input too."""
     model = DropoutInEval().eval()
     assert_as_eager(model, [Inputs.of(randn(2, 6)), Inputs.of(randn(3, 6, seed=1))], options)
+
+
+class Contiguous(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous()
+
+
+def test_the_sweep_compares_aliasing_at_both_shapes():
+    """``x.contiguous()`` is ``x`` itself for a contiguous input and a copy of a transposed one:
+    a runtime returning its input at every call agrees with eager at a contiguous first call and
+    not at a transposed second one, which the sweep compared for strides only. It compares
+    aliasing at both shapes now."""
+    from benchmarks import outside_models
+
+    model = Contiguous()
+    calls = [Inputs.of(randn(2, 3)), Inputs.of(randn(3, 4, seed=1).t())]
+    expected = [eager_answer(model, call) for call in calls]
+    assert outside_models._aliasing_check(lambda x: x, calls[0], expected[0]) is None
+    check = outside_models._aliasing_at_each_shape(lambda x: x, calls, expected)
+    assert check is not None and check.outcome is outside_models.Outcome.WRONG
+    assert check.detail.startswith("shape 1: outputs alias unlike eager's")
+    assert check.detail.endswith("shares memory with ['input args[0] (the same view)'], eager's with nothing")
+    assert outside_models._aliasing_at_each_shape(lambda x: x.contiguous(), calls, expected) is None
