@@ -1,12 +1,12 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 169
-models that are not in the zoo (the sixth round's 30 in ``benchmarks/outside_round6.py``),
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 170
+models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``),
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
 exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions,
 normalisations, pixel shuffle, resampling, pytree inputs and outputs, calls written in other
 forms, in-place ops, view chains, indexing, sorting, half, int8, complex and float64 paths,
-linalg, aliased and 0-dim arguments, distributions), and ``transformers`` models from small configs
+linalg, aliased and 0-dim arguments, distributions, sparse adjacency), and ``transformers`` models from small configs
 (``HF_HUB_OFFLINE=1``, nothing downloaded). Each model has two calls: shape 0 at batch 1, shape 1
 at another batch and, where the model has one, another length or size.
 

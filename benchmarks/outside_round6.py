@@ -3,7 +3,8 @@ calls whose inputs alias each other or are 0-dim, no-op conversions and dtype-re
 views that eager returns as the input itself or a view of it, dropout in eval, Python scalars
 and 0-dim tensors in type promotion, float64/bfloat16 state beside float32 inputs, shapes that
 are Python ints, a length 0 at preparing, NaN and infinities, cumulative ops with ties, pools
-returning indices, recurrent cells, distributions, pytree inputs, writes into strided inputs;
+returning indices, recurrent cells, distributions, pytree inputs, writes into strided inputs, a
+sparse adjacency built in forward;
 and ``transformers`` families not in the earlier rounds.
 
 Kept apart from ``outside_models.py`` (which holds the sweep and the first five rounds) so each
@@ -409,6 +410,28 @@ def _stock() -> list[OutsideModel]:
         rows = (30, 27)[shape]
         return _call(_randn(shape, rows, 6), _randn(shape + 1, rows - 2, 6))
 
+    class GraphConvolution(nn.Module):
+        """A graph network's layer as users write one: a sparse COO adjacency built in forward from
+        an edge list and multiplied by ``torch.sparse.mm``, degrees and messages by ``index_add_``
+        at repeated node indices."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor, edges: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            nodes = x.shape[0]
+            adjacency = torch.sparse_coo_tensor(edges, weight, (nodes, nodes))
+            degree = torch.zeros(nodes).index_add_(0, edges[0], weight)
+            messages = torch.zeros_like(x).index_add_(0, edges[1], x[edges[0]] * weight[:, None])
+            return torch.sparse.mm(adjacency, self.linear(x)), degree, messages, adjacency.to_dense()
+
+    def graph_inputs(shape: int) -> Any:
+        nodes, edges = (5, 6), (7, 11)
+        index = torch.randint(0, nodes[shape], (2, edges[shape]), generator=_seeded(shape))
+        weight = torch.rand(edges[shape], generator=_seeded(shape))
+        return _call(_randn(shape, nodes[shape], 8), index, weight)
+
     return [
         OutsideModel("pools_indices", "MaxPool1d/3d indices + MaxUnpool, AdaptiveMaxPool1d/2d indices, "
                      "fractional max pool with fixed samples, LpPool, avg pools (no pad count, divisor)",
@@ -422,6 +445,8 @@ def _stock() -> list[OutsideModel]:
                      "log_prob and entropy", PolicyHeads, policy_inputs),
         OutsideModel("math_misc", "cdist (mm and direct paths), tensordot, kron, block_diag, diff, trapezoid, "
                      "renorm, frexp/ldexp, special functions, digamma at poles", MathMisc, math_inputs, atol=1e-4),
+        OutsideModel("gnn_sparse", "sparse COO adjacency built in forward from edges, sparse.mm, index_add_ "
+                     "degrees and messages", GraphConvolution, graph_inputs),
     ]  # fmt: skip
 
 
