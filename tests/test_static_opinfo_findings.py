@@ -9,7 +9,7 @@ import torch
 
 from srbench.graph import CaptureError
 from srbench.inputs import Inputs
-from srbench.static import StaticModule, StaticOptions
+from srbench.static import StaticModule, StaticOptions, UnsupportedOpError
 from srbench.static.resolve import ResultCheck
 
 
@@ -65,3 +65,23 @@ def test_resize_is_checked_by_geometry_only():
     # the elements resize_ adds are left as the memory was, in eager and in srbench alike
     assert ResultCheck.of(torch.ops.aten.resize_.default) is ResultCheck.GEOMETRY
     assert ResultCheck.of(torch.ops.aten.resize_as_.default) is ResultCheck.GEOMETRY
+
+
+class Max(torch.nn.Module):
+    def forward(self, x):
+        return torch.max(x)
+
+
+def test_an_op_eager_refuses_is_refused_though_an_out_kernel_of_it_runs():
+    # max of an empty tensor raises in eager; its out kernel (max.unary_out) skips the check and
+    # returned -inf, which srbench gave as the answer (found with the inputs made zero-size)
+    empty = torch.empty(0, 3)
+    with pytest.raises(RuntimeError, match="Expected reduction dim"):
+        Max()(empty)
+    with pytest.raises(UnsupportedOpError, match="Expected reduction dim"):
+        StaticModule(Max(), (empty,))
+    runtime = StaticModule(Max(), (torch.ones(2, 3),)).runtime()
+    with pytest.raises(UnsupportedOpError, match="Expected reduction dim"):  # a program of its own
+        runtime(empty)
+    x = torch.randn(2, 3)
+    assert runtime(x) == x.max()

@@ -637,6 +637,13 @@ class Resolver:
                 )
                 return Resolution(node.name, kind, Category.ALIASING, native=call, element_aliases=elements)
         outs = self._working_out_variants(node, op, reference if ok else None)
+        if not ok:
+            # The op's own kernel refuses these inputs, so eager raises on them; a built-in out
+            # kernel may run anyway (max.unary_out gives -inf for an empty tensor where max refuses)
+            # and would answer where eager raises. Only a registered out variant (the user's, for an
+            # op with no eager kernel on the device) may stand in; else the op is refused, with
+            # eager's error.
+            outs = [(call, buffers) for call, buffers in outs if call.label.startswith(REGISTERED_LABEL)]
         fallbacks = self._working_fallbacks(node, op, reference) if ok else []
         if not outs and not fallbacks:
             reason = (
