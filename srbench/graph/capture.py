@@ -8,6 +8,7 @@ once under fake tensors, which accepts far more models than TorchDynamo's strict
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 import sysconfig
@@ -23,6 +24,7 @@ from torch.export.graph_signature import InputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from srbench.graph.eager_paths import eager_inference_paths
+from srbench.graph.nodes import written_arguments
 from srbench.inputs import Inputs
 
 # torch.export patches process-wide state (nn.Module attribute access, a tracing mode stack)
@@ -155,6 +157,38 @@ def _decomposed(exported: ExportedProgram, export_with_grad: Callable[[], Export
         return exported.run_decompositions(_decomposition_table(_aten.scaled_dot_product_attention.default))
 
 
+def _writes_through_unmarked_views(graph: torch.fx.Graph) -> bool:
+    """Whether an op writes in place a result of an op whose schema returns a list without alias
+    annotations (or a view of such a result): ``unsafe_split`` and ``unsafe_chunk`` return views
+    of their input all the same, and torch's lowering, which takes them at their schema's word
+    when it functionalizes the graph, copies them, so the write no longer reached the input
+    (``ep.run_decompositions()`` disagrees with eager there). Such a capture is not lowered: the
+    graph export traced gives eager's answer, as for a lowering that fails."""
+    for node in graph.nodes:
+        target = node.target
+        if not isinstance(target, torch._ops.OpOverload) or not any(
+            isinstance(r.type, torch.ListType) and r.alias_info is None for r in target._schema.returns
+        ):
+            continue
+        pending = [user for user in node.users if user.target is operator.getitem]
+        while pending:
+            result = pending.pop()
+            for user in result.users:
+                if result in written_arguments(user):
+                    return True
+                if _is_view(user):
+                    pending.append(user)
+    return False
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or not target._schema.returns:
+        return False
+    info = target._schema.returns[0].alias_info
+    return info is not None and not info.is_write
+
+
 def _dropout_out_of_training_as_alias(exported: ExportedProgram) -> ExportedProgram:
     """``exported`` with each ``dropout(x, p, train)`` that eager answers with ``x`` itself made
     ``alias(x)``, in place: out of training, at ``p == 0``, or on an empty ``x``. torch's
@@ -241,7 +275,7 @@ def capture(
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
             raise CaptureError(name, _reason(error), model_source_line(error)) from error
-        if decompose:
+        if decompose and not _writes_through_unmarked_views(exported.graph):
             try:
                 exported = _without_effect_tokens(_decomposed(exported, lambda: _export_with_grad(model, inputs)))
             except Exception as error:  # the model's code ran fine: torch's own decomposition failed
