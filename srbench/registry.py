@@ -20,6 +20,11 @@ class UnknownPluginError(KeyError):
         return str(self.args[0])
 
 
+class PluginConflict(ValueError):
+    """Two plugins name one thing alike (two model providers, one model name): which one the name
+    means cannot be chosen, so the command stops (the command line says so in one line, exit 2)."""
+
+
 def nearest(name: str, choices: list[str], n: int = 3) -> list[str]:
     """The known names closest to ``name`` (for "did you mean" messages)."""
     return difflib.get_close_matches(name, choices, n=n, cutoff=0.4)

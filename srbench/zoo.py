@@ -21,7 +21,7 @@ from typing import Protocol
 import torch
 
 from srbench.inputs import Inputs
-from srbench.registry import Registry, UnknownPluginError, unknown_name_message
+from srbench.registry import PluginConflict, Registry, UnknownPluginError, unknown_name_message
 
 PROVIDERS = Registry("srbench.model_providers", "model provider")
 FAMILIES = ("vision", "language", "recommendation", "sequence", "mlp")
@@ -184,6 +184,8 @@ def build_zoo(providers: Sequence[tuple[str, Callable[[], Provider]]]) -> Zoo:
     Any exception counts as failing (a library built for another torch raises RuntimeError or
     OSError on import, not only ImportError): the provider's cases are listed as unavailable
     with the reason, and ``srbench models`` shows it, so a genuine bug is visible, not hidden.
+    Two cases of one name are :class:`~srbench.registry.PluginConflict`: no provider can be
+    chosen over the other by its load order.
     """
     cases: dict[str, ModelCase] = {}
     unavailable: dict[str, str] = {}
@@ -192,8 +194,9 @@ def build_zoo(providers: Sequence[tuple[str, Callable[[], Provider]]]) -> Zoo:
     def add(into: dict[str, ModelCase], case: ModelCase, name: str) -> None:
         for known in (cases, unavailable_cases):
             if case.name in known:
-                raise ValueError(
-                    f"model name {case.name!r} is provided by both {known[case.name].provider!r} and {name!r}"
+                raise PluginConflict(
+                    f"model name {case.name!r} is provided by both {known[case.name].provider!r} and {name!r}; "
+                    "expected each model name once in the zoo (rename the model in one provider)"
                 )
         into[case.name] = case
 

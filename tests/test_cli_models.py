@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+import torch
+
+import srbench.zoo
 from srbench.cli import main
-from srbench.zoo import load_zoo
+from srbench.zoo import CatalogProvider, ModelCase, build_zoo, load_zoo
 
 BUILTIN_COUNTS = {"resnet18": 11_689_512, "resnet50": 25_557_032, "mobilenet_v2": 3_504_872}
 
@@ -40,3 +44,24 @@ def test_unknown_filter_names_the_nearest(capsys):
     assert "unknown model family 'visoin'; did you mean 'vision'?" in capsys.readouterr().err
     assert main(["models", "--provider", "torchvison"]) == 2
     assert "did you mean 'torchvision'?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["models"], ["plan", "--model", "same"], ["estimate", "--model", "same"]])
+def test_two_providers_naming_one_model_is_one_line_and_status_2(monkeypatch, capsys, command):
+    """A third-party provider that names a model as another does (copying the built-in ``mlp``)
+    made every command end in a ValueError traceback."""
+
+    def provider(name):
+        case = ModelCase("same", name, "mlp", lambda: torch.nn.Linear(2, 2), lambda shape, batch: (torch.ones(1, 2),))
+        return CatalogProvider(name, entries=(case,))
+
+    monkeypatch.setattr(
+        srbench.zoo, "load_zoo", lambda: build_zoo([("a", lambda: provider("a")), ("b", lambda: provider("b"))])
+    )
+    assert main(command) == 2
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"srbench {command[0]}: model name 'same' is provided by both 'a' and 'b'; "
+        "expected each model name once in the zoo (rename the model in one provider)"
+    ]
+    assert "Traceback" not in captured.out

@@ -379,7 +379,8 @@ MALFORMED = [
     pytest.param(
         "- eager\n- srbench", "", ["expected a YAML mapping with an 'axes' key, got list"], id="not-a-mapping"
     ),
-    pytest.param("", "", ["expected a YAML mapping with an 'axes' key, got NoneType"], id="empty-file"),
+    pytest.param("", "", ["holds no YAML document; expected a YAML mapping with an 'axes' key"], id="empty-file"),
+    pytest.param("# only a comment\n", "", ["holds no YAML document; expected a YAML mapping"], id="only-comments"),
 ]
 
 
@@ -408,6 +409,22 @@ def test_aliases_and_merge_keys_within_bounds_are_fine(tmp_path):
     )
     eager, torchscript = load_suite(path).cases
     assert (eager.rtol, eager.atol, torchscript.rtol) == (0.01, 0.001, 0.1)
+
+
+def test_two_providers_naming_one_model_make_the_suite_invalid_not_the_session(tmp_path, monkeypatch):
+    """A zoo with one model name twice stopped pytest's collection with a traceback; now each
+    suite is reported invalid with the clash, as other bad suites are."""
+    import srbench.suites.loader
+    from srbench.registry import PluginConflict
+
+    def clashing():
+        raise PluginConflict("model name 'mlp' is provided by both 'builtin' and 'mine'")
+
+    monkeypatch.setattr(srbench.suites.loader, "load_zoo", clashing)
+    path = write(tmp_path, "axes: {models: {names: [mlp]}, runtimes: [eager]}")
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path)
+    assert str(caught.value) == f"{path}: axes.models: model name 'mlp' is provided by both 'builtin' and 'mine'"
 
 
 def test_a_file_that_is_not_utf8_names_the_line(tmp_path):

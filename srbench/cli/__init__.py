@@ -19,6 +19,9 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from srbench.cli._args import ExitStatus
+from srbench.registry import PluginConflict
+
 INTERRUPTED = 128 + 2  # killed by SIGINT, as a shell reports it
 
 
@@ -43,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"srbench {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except PluginConflict as error:  # installed plugins clash (a model name twice): nothing can run
+        print(f"srbench {args.command}: {error}", file=sys.stderr)
+        return ExitStatus.UNUSABLE
     except BrokenPipeError:
         # The reader went away (`srbench models | head`): stop quietly, as Unix tools do.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -10,7 +10,7 @@ from typing import Any
 
 from srbench.fileio import NotUtf8Error, decode_utf8
 from srbench.options import plugin_options
-from srbench.registry import UnknownPluginError, unknown_name_message
+from srbench.registry import PluginConflict, UnknownPluginError, unknown_name_message
 from srbench.runtimes import get_runtime, runtime_names
 from srbench.suites.bounded_yaml import MAX_BYTES, YamlProblem, load_yaml
 from srbench.suites.expand import RuntimeTraits, default_axes, expand
@@ -38,6 +38,8 @@ def read_document(path: pathlib.Path) -> dict[str, Any]:
         document = load_yaml(text)
     except YamlProblem as problem:
         raise SuiteError(path, problem.where, str(problem)) from None
+    if document is None:
+        raise SuiteError(path, "", "the file holds no YAML document; expected a YAML mapping with an 'axes' key")
     if not isinstance(document, dict):
         raise SuiteError(path, "", f"expected a YAML mapping with an 'axes' key, got {type(document).__name__}")
     return document
@@ -101,7 +103,10 @@ def load_suite(path: str | pathlib.Path, *, zoo: Zoo | None = None) -> Suite:
     validate_document(document, path)
     check = _Checker(path)
     axes_doc = document["axes"]
-    zoo = zoo if zoo is not None else load_zoo()
+    try:
+        zoo = zoo if zoo is not None else load_zoo()
+    except PluginConflict as error:
+        raise SuiteError(path, key_path(["axes", "models"]), str(error)) from None
 
     models, unavailable = select_models(axes_doc["models"], zoo, check)
     named_plugins = plugin_options()
