@@ -217,7 +217,7 @@ def top_ops_line(rows: Sequence[Row], shown: int = 3) -> list[str]:
 
 
 def _short_id(row: Row) -> str:
-    """The case id without its model (the group says it): ``srbench-greedy_by_size-t1-cleanup-out``."""
+    """The case id without its model (the group says it): ``srbench-greedy_by_size-cleanup-out-t1``."""
     case_id, model = str(row.get("id")), row.get("model")
     return case_id.removeprefix(f"{model}-") if model else case_id
 
