@@ -23,6 +23,7 @@ from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 from torch.export.graph_signature import InputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
 from srbench.graph.eager_paths import eager_inference_paths
 from srbench.graph.nodes import written_arguments
 from srbench.inputs import Inputs
@@ -266,6 +267,8 @@ def capture(
         inputs = Inputs.coerce(example_inputs)
     except TypeError as error:
         raise CaptureError(name, str(error)) from None
+    if (autocast := ambient_autocast()) is not None:
+        raise CaptureError(name, ambient_autocast_reason(autocast))
     if not torch.is_inference_mode_enabled() and any(tensor.is_inference() for tensor in inputs.tensors()):
         # made under torch.inference_mode: export traces outside it, where a model writing its
         # input may not update an inference tensor; a copy (memory sharing kept) is a normal one

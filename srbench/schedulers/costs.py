@@ -229,14 +229,17 @@ def _seconds_on_threads(target: Callable[..., None], arguments: Sequence[tuple])
     """Wall-clock seconds for one thread per entry of ``arguments``, each running ``target``
     on it, all started together, to finish. Each thread first takes the caller's intra-op
     thread count (a new thread's OpenMP count is the machine's, see
-    :mod:`srbench.static.stream_runner`)."""
+    :mod:`srbench.static.stream_runner`) and inference mode (a new thread is never in it, and
+    could not write the tensors the caller made under it)."""
     import torch
 
     threads = torch.get_num_threads()
+    inference = torch.is_inference_mode_enabled()
 
     def run(*args: object) -> None:
         torch.set_num_threads(threads)
-        target(*args)
+        with torch.inference_mode(inference):
+            target(*args)
 
     workers = [threading.Thread(target=run, args=args) for args in arguments]
     start = time.perf_counter()

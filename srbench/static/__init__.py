@@ -9,6 +9,7 @@ runtime per thread.
 
 from srbench.options import StaticOptions
 from srbench.static.errors import (
+    AmbientAutocastError,
     ConcurrentUseError,
     InferenceOnlyError,
     InputSignatureError,
@@ -23,6 +24,7 @@ from srbench.static.runtime import StaticRuntime
 
 __all__ = [
     "OUT_VARIANTS",
+    "AmbientAutocastError",
     "ConcurrentUseError",
     "InferenceOnlyError",
     "InputSignatureError",

@@ -130,7 +130,7 @@ class _BlockRunner:
         self.run: Callable[..., Any] = self._first
 
     def _first(self, *inputs: Any) -> Any:
-        self.run = self.block.prepared(inputs).runtime()
+        self.run = self.block.prepared(inputs).runtime().run_within
         return self.run(*inputs)
 
     def __call__(self, *inputs: Any) -> Any:

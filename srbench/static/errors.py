@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
+
 
 class InputSignatureError(TypeError):
     """Inputs that do not match the prepared signature (number, type, dtype or device), or that
@@ -54,3 +56,13 @@ def inference_only_error(names: Sequence[str], inputs: Sequence[object]) -> Infe
         "inference only (its outputs never track gradients); call it under torch.no_grad() or "
         "torch.inference_mode(), or pass the input detached"
     )
+
+
+class AmbientAutocastError(RuntimeError):
+    """A call under a ``torch.autocast`` the caller entered: the prepared program cannot follow it
+    (see :mod:`srbench.graph.ambient_autocast`), so it refuses rather than answer in other dtypes."""
+
+
+def ambient_autocast_error() -> AmbientAutocastError:
+    """The error for a call made under the autocast active now."""
+    return AmbientAutocastError(ambient_autocast_reason(ambient_autocast() or "torch.autocast"))

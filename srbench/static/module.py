@@ -10,6 +10,8 @@ from types import CodeType
 
 import torch
 
+from srbench.graph.ambient_autocast import leave_autocast
+from srbench.graph.subgraph import Subgraph
 from srbench.inputs import Inputs
 from srbench.options import StaticOptions
 from srbench.planners import get_planner
@@ -68,7 +70,14 @@ class StaticModule:
         self._prepared: dict[tuple, PreparedGraph] = {}
         self._code: dict[tuple, dict[str, CodeType]] = {}
         start = time.perf_counter()
-        self.prepared = self._prepare(example, self.signature_of(example))
+        try:
+            self.prepared = self._prepare(example, self.signature_of(example))
+        except BaseException:
+            # preparing ran the model's ops, an autocast region of its own among them, with none
+            # active (capture refuses an ambient one); a sub-block prepares within its parent's
+            if not isinstance(model, Subgraph) and torch._C._is_any_autocast_enabled():
+                leave_autocast()
+            raise
         self.setup_seconds = time.perf_counter() - start
         self.signature: InputSignature = self.prepared.signature
 

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from srbench.graph.ambient_autocast import leave_autocast
 from srbench.inputs import Inputs
 from srbench.static.calls import invoke
 from srbench.static.codegen import Entry, RuntimeHooks
-from srbench.static.errors import ConcurrentUseError
+from srbench.static.errors import ConcurrentUseError, ambient_autocast_error
 from srbench.static.page_release import release_pages
 from srbench.static.prepared import ManagedTensor, PreparedGraph
 from srbench.static.slab_schedule import Release, SlabLayout
@@ -46,6 +47,9 @@ class BoundProgram:
     forward_observed: Callable[..., Any]
     hooks: RuntimeHooks
     managed: Mapping[str, torch.Tensor]
+
+
+_any_autocast = torch._C._is_any_autocast_enabled
 
 
 def _grow(storage: torch.UntypedStorage, nbytes: int) -> None:
@@ -86,9 +90,10 @@ class StaticRuntime:
         preparing its first shape)."""
         self.module = module
         device = device if device is not None else module.prepared.device
-        self._slab = torch.empty(0, dtype=torch.uint8, device=device)
+        with torch.inference_mode(False):  # see _bind
+            self._slab = torch.empty(0, dtype=torch.uint8, device=device)
+            self._arena = torch.empty(0, dtype=torch.uint8, device=device)
         self._segments: list[torch.Tensor] = []  # the slab's other segments (see slab_schedule)
-        self._arena = torch.empty(0, dtype=torch.uint8, device=device)
         self._bound: dict[tuple, BoundProgram] = {}
         self._forward: Callable[..., Any] | None = None
         self._token = [True]  # present while no call runs: see codegen.RuntimeHooks
@@ -108,6 +113,24 @@ class StaticRuntime:
         return self._slab
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        """One call of the model, refused under an autocast the caller entered (see
+        :mod:`srbench.graph.ambient_autocast`); an error leaves no autocast region of the
+        model's open."""
+        if _any_autocast():
+            raise ambient_autocast_error()
+        try:  # run_within's body, inline: a frame less on the per-call path
+            forward = self._forward
+            if forward is None:
+                return self._miss(args, kwargs)
+            return forward(*args, **kwargs)
+        except BaseException:
+            if _any_autocast():
+                leave_autocast()
+            raise
+
+    def run_within(self, *args: Any, **kwargs: Any) -> Any:
+        """One call, as a program containing this one calls it (a control-flow op's sub-block,
+        perhaps within an autocast region the outer program entered)."""
         forward = self._forward
         if forward is None:
             return self._miss(args, kwargs)
@@ -160,7 +183,14 @@ class StaticRuntime:
 
     def _bind(self, prepared: PreparedGraph, code: Mapping[str, CodeType] | None = None) -> BoundProgram:
         """``prepared`` bound to this runtime's memory; ``code``: its compiled functions, when not
-        the module's (a program tried at prepare time)."""
+        the module's (a program tried at prepare time). Made outside ``torch.inference_mode``
+        whatever the caller's mode: the first call binds, and tensors made under it are inference
+        tensors, which no later call outside it may write (the slab's views are written at every
+        call)."""
+        with torch.inference_mode(False):
+            return self._bind_now(prepared, code)
+
+    def _bind_now(self, prepared: PreparedGraph, code: Mapping[str, CodeType] | None) -> BoundProgram:
         program = prepared.program
         layout = program.slab if program.slab is not None else SlabLayout.whole(prepared.slab_bytes)
         while len(self._segments) < len(layout.segments) - 1:

@@ -13,7 +13,9 @@ once, the objects its generated code names (:class:`~srbench.static.codegen.Hook
   ``torch.set_num_threads`` (OpenMP's count is per thread), so a worker's oneDNN and MKL kernels
   ran with one OpenMP thread per core, and two streams on two cores oversubscribed them: two
   threads' ``linear`` chains ran 1.3-1.5x one thread's where two processes ran 2x (measured on
-  this project's 2-core machine; 1.8-1.9x once each thread set its count).
+  this project's 2-core machine; 1.8-1.9x once each thread set its count). They also take the
+  caller's ``torch.inference_mode`` (per thread too): an op of a worker's stream writing an input
+  the caller made under it (an inference tensor) failed outside it, where eager's call writes it.
 * on CUDA, :class:`CudaStreams`: the side streams, one CUDA event per waited-for op, and the
   begin/end events that order a run against what the caller queued before and after it.
 
@@ -57,6 +59,7 @@ class ThreadStreams:
         self._closing = False
         self._work: tuple[Any, list[Any]] | None = None
         self._threads = torch.get_num_threads()
+        self._inference = False
         self._start = [_taken() for _ in self.functions]
         self._done = [_taken() for _ in self.functions]
         for index in range(len(self.functions)):
@@ -75,7 +78,11 @@ class ThreadStreams:
                 if threads != self._threads:
                     threads = self._threads
                     torch.set_num_threads(threads)
-                function(*self._work)
+                if self._inference:
+                    with torch.inference_mode():
+                        function(*self._work)
+                else:
+                    function(*self._work)
             except BaseException as error:
                 self._fail(error)
             finally:
@@ -89,6 +96,7 @@ class ThreadStreams:
         mailbox: list[Any] = [None] * self.mailbox
         self._work = (args, mailbox)
         self._threads = torch.get_num_threads()
+        self._inference = torch.is_inference_mode_enabled()
         for lock in self._start:
             lock.release()
         return mailbox
