@@ -18,6 +18,7 @@ from srbench.measure import (
     op_profile,
     prepare_case,
 )
+from srbench.measure.aliasing import aliasing
 from srbench.measure.equivalence import difference
 from srbench.measure.memory import observe_allocations
 from srbench.options import RuntimeOptions
@@ -154,3 +155,13 @@ def test_prepare_case_builds_the_zoo_model_and_the_runtime_with_the_case_toleran
     assert prepared.first_inputs.args[0].shape[0] == 3
     assert (prepared.rtol, prepared.atol) == (prepared.model_case.rtol, 0.5)
     assert prepared.check_equivalence().max_abs <= 1e-5
+
+
+def test_aliasing_names_each_output_by_its_path_and_what_it_shares_memory_with():
+    x = torch.randn(4, 4)
+    assert aliasing(x[1:], Inputs((x,), {})) == [("output", ["input args[0] (overlapping)"])]
+    assert aliasing((x, x.t(), torch.ones(2)), Inputs((x,), {})) == [
+        ("output [0]", ["input args[0] (the same view)"]),
+        ("output [1]", ["input args[0] (overlapping)", "output [0] (overlapping)"]),
+        ("output [2]", []),
+    ]
