@@ -12,7 +12,11 @@ The first call may settle an attribute for good (RWKV's flag: ``False`` before t
 ``True`` after every call): such a model is called a second time, and only an attribute that the
 second call leaves otherwise than the first is state carried from call to call, which no captured
 program holds; each call gets a fresh copy of the inputs, so a kept input (``self.last = x``) is a
-new tensor at each call and shows. A counter that changes no number is refused too: it is state
+new tensor at each call and shows. Not state: the attribute that torch's hook-based
+reparametrizations (``torch.nn.utils.weight_norm``, ``spectral_norm``, ``prune``) assign in their
+forward pre-hook before every forward, a new tensor made from the module's registered tensors
+(export runs the hook, so the program makes it at every call as eager does); such models were
+refused. A counter that changes no number is refused too: it is state
 all the same, which the model's next version may read. Not caught: an attribute set at the first
 call only and read later (a cache ``if self.cache is None: self.cache = f(x)``), as the second
 call leaves it as the first did. A model with no attribute changed by its first call costs one
@@ -96,13 +100,31 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _remade_by_hooks(module: torch.nn.Module) -> frozenset[str]:
+    """The attributes of ``module`` that a forward pre-hook of torch's hook-based
+    reparametrizations makes anew before every forward (``WeightNorm.name``,
+    ``SpectralNorm.name``, a pruning method's ``_tensor_name``)."""
+    from torch.nn.utils.prune import BasePruningMethod
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    names = set()
+    for hook in module._forward_pre_hooks.values():
+        if isinstance(hook, (WeightNorm, SpectralNorm)):
+            names.add(hook.name)
+        elif isinstance(hook, BasePruningMethod):
+            names.add(hook._tensor_name)
+    return frozenset(names)
+
+
 def _state(model: torch.nn.Module) -> dict[tuple[str, str], Any]:
-    """Every plain attribute of every sub-module, by (module path, attribute name)."""
+    """Every plain attribute of every sub-module, by (module path, attribute name), less those
+    a reparametrization's hook makes anew at every call (:func:`_remade_by_hooks`)."""
     return {
         (path, key): _snapshot_value(value)
         for path, module in model.named_modules(remove_duplicate=False)
         for key, value in vars(module).items()
-        if key not in _MODULE_TABLES and "hook" not in key
+        if key not in _MODULE_TABLES and "hook" not in key and key not in _remade_by_hooks(module)
     }
 
 
@@ -149,7 +171,12 @@ def _tensors_kept(model: torch.nn.Module) -> Iterator[None]:
     statistics in training mode). A forward may also assign a new tensor to a registered buffer
     (``self.ema = self.ema * 0.9 + ...``, which ``nn.Module`` stores in its buffer table): the
     tables get their tensors back, else the model kept the check's result and the program read
-    state one call ahead of eager's."""
+    state one call ahead of eager's.
+
+    Only the tensors whose values the calls changed are written back (compared with their
+    copies): writing every one moved every parameter's version counter, so preparing broke a
+    backward pending over the model's parameters ("modified by an inplace operation") and the
+    user's views of them made under ``inference_mode``, which the model never wrote."""
     saved = [(tensor, tensor.detach().clone()) for tensor in (*model.parameters(), *model.buffers())]
     tables: list[tuple[dict[str, Any], dict[str, Any]]] = [
         (table, dict(table)) for module in model.modules() for table in (module._buffers, module._parameters)
@@ -168,9 +195,22 @@ def _tensors_kept(model: torch.nn.Module) -> Iterator[None]:
             table.update(entries)
         with torch.inference_mode():  # no autograd; and a buffer may be an inference tensor
             for tensor, copy in saved:
-                tensor.copy_(copy)
+                if _changed(tensor, copy):
+                    tensor.copy_(copy)
         for generator, state in generators.values():
             generator.set_state(state)
+
+
+def _changed(tensor: torch.Tensor, copy: torch.Tensor) -> bool:
+    """Whether ``tensor`` no longer holds the values of ``copy`` (NaN where NaN was); a tensor
+    that cannot be compared (a size changed by ``resize_``) counts as changed."""
+    try:
+        if torch.equal(tensor, copy):
+            return False
+        floating = tensor.dtype.is_floating_point or tensor.is_complex()
+        return not (floating and torch.allclose(tensor, copy, rtol=0, atol=0, equal_nan=True))
+    except RuntimeError:
+        return True
 
 
 def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> OutputLayouts | None:
