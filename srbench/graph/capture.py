@@ -182,6 +182,21 @@ def _writes_through_unmarked_views(graph: torch.fx.Graph) -> bool:
     return False
 
 
+def _transforms_functions(graph: torch.fx.Graph) -> bool:
+    """Whether the graph holds ``torch.func`` transforms as export's pre-dispatch calls
+    (``torch.vmap`` in forward: ``_vmap_increment_nesting``, ``_add_batch_dim``, ...). Their ops
+    take tensors batched at a functorch level that exists only while the graph runs in order,
+    and srbench runs and checks ops one at a time while preparing: every such model failed to
+    prepare ("your tensor may have escaped from inside a function being vmapped"). Such a graph
+    is retraced at the ATen level without decompositions (``run_decompositions({})``), where the
+    batching rules have made plain ops of them (a stacked ``matmul`` for ``vmap`` over
+    ``linear``)."""
+    return any(getattr(node.target, "__module__", None) == _FUNCTORCH_CALLS for node in graph.nodes)
+
+
+_FUNCTORCH_CALLS = "torch._functorch.predispatch"
+
+
 def _is_view(node: torch.fx.Node) -> bool:
     target = node.target
     if not isinstance(target, torch._ops.OpOverload) or not target._schema.returns:
@@ -282,6 +297,11 @@ def capture(
             try:
                 exported = _without_effect_tokens(_decomposed(exported, lambda: _export_with_grad(model, inputs)))
             except Exception as error:  # the model's code ran fine: torch's own decomposition failed
+                raise CaptureError(name, _lowering_reason(error)) from error
+        elif _transforms_functions(exported.graph) and not _writes_through_unmarked_views(exported.graph):
+            try:
+                exported = _without_effect_tokens(_dropout_out_of_training_as_alias(exported).run_decompositions({}))
+            except Exception as error:
                 raise CaptureError(name, _lowering_reason(error)) from error
     if any(isinstance(value, torch.Generator) for value in exported.constants.values()):
         raise CaptureError(name, _GENERATOR)
