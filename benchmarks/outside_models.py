@@ -1897,11 +1897,12 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth round's last."""
+    """Every model of the sweep, torch.nn ones first, the sixth and seventh rounds' last."""
     from benchmarks.outside_round6 import sixth_round
+    from benchmarks.outside_round7 import seventh_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
-    return [case for models in (*earlier, sixth_round) for case in models()]
+    return [case for models in (*earlier, sixth_round, seventh_round) for case in models()]
 
 
 # --------------------------------------------------------------------------------------------
