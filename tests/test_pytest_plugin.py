@@ -412,6 +412,38 @@ def test_an_interrupted_or_killed_run_never_replaces_the_complete_summary(pytest
     assert json.loads((results / "suites-summary.json").read_text())["counts"] == {"passed": 3}
 
 
+def test_a_run_that_ends_before_every_selected_case_ran_is_partial_whatever_its_exit_status(pytester, monkeypatch):
+    """Ctrl-C during a case, and pytest's own report of the interrupt then failed (pytest 9.2,
+    formatting the traceback: ``TypeError: unsupported operand type(s) for -: 'NoneType' and
+    'int'``): the session ended before its exit status was set to interrupted, so the run was
+    marked complete and its 4 of 14 cases replaced the merged view. A run is complete only
+    when every selected case has an outcome."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    write_suite(pytester, "tiny.yaml", TINY_SUITE)
+    pytester.makeconftest(
+        """
+        import pytest
+
+        calls = []
+
+        def pytest_runtest_call(item):
+            calls.append(item.nodeid)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_keyboard_interrupt(excinfo):
+            raise TypeError("unsupported operand type(s) for -: 'NoneType' and 'int'")
+        """
+    )
+    pytester.runpytest("suites", "--benchmark", "-p", "no:randomly")
+    results = pytester.path / "results"
+    assert not (results / "suites-summary.json").exists()
+    (summary,) = results.glob("runs/*/summary.json")
+    run = json.loads(summary.read_text())
+    assert run["status"] == "partial" and run["reason"] == "stopped early: 2 of 3 selected cases did not run"
+
+
 MIXED_SUITE = """
     axes:
       models: {names: [mlp, resnet18]}

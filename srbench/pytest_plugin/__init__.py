@@ -156,10 +156,20 @@ class SummaryCollector:
             return
         outcomes = list(self.outcomes.values())
         stopped = session.shouldfail or session.shouldstop
+        # The exit status alone is not enough: where pytest's own report of a Ctrl-C fails, the
+        # session ends with the status it had, and the run looked complete. Under xdist the
+        # controller has no items, and the workers' reports say what ran.
+        selected = [item.nodeid for item in session.items if isinstance(item.parent, SuiteFile)]
+        missing = sum(nodeid not in self.outcomes for nodeid in selected)
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             status, reason = RunStatus.PARTIAL, "interrupted"
         elif stopped:
             status, reason = RunStatus.PARTIAL, f"stopped early: {stopped}"
+        elif missing:
+            status, reason = (
+                RunStatus.PARTIAL,
+                f"stopped early: {missing} of {len(selected)} selected cases did not run",
+            )
         else:
             status, reason = RunStatus.COMPLETE, ""
         run = SessionRun(
