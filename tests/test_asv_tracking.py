@@ -341,9 +341,11 @@ def test_nightly_counts_a_newly_failing_case_as_a_regression(measured_pair):
     assert measured_pair({"b.S.track_bytes": [10.0, 20.0]}, {"b.S.track_bytes": [10.0, None]}) == 1
 
 
-def test_nightly_rejects_a_factor_that_is_not_a_ratio(measured_pair, capsys):
-    assert srbench_main(["nightly", "--factor", "0.9", "--no-publish"]) == 2
-    assert "--factor must be greater than 1" in capsys.readouterr().err
+@pytest.mark.parametrize("factor", ["0.9", "nan", "inf"])
+def test_nightly_rejects_a_factor_that_is_not_a_ratio(measured_pair, capsys, factor):
+    """``nan`` and ``inf`` passed the check (nan is not <= 1) and flagged no regression ever."""
+    assert srbench_main(["nightly", "--factor", factor, "--no-publish"]) == 2
+    assert "--factor must be a finite number greater than 1" in capsys.readouterr().err
 
 
 def test_nightly_in_an_existing_environment_refuses_to_file_numbers_of_another_tree(measured_pair, capsys):

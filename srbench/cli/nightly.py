@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from srbench.cli._args import print_error
@@ -79,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.config.is_file():
         print_error("nightly", f"no asv configuration at {args.config}")
         return NightlyStatus.FAILED
-    if args.factor is not None and args.factor <= 1.0:
-        print_error("nightly", f"--factor must be greater than 1 (e.g. 1.1 for 10%), got {args.factor}")
+    if args.factor is not None and not 1.0 < args.factor < math.inf:  # nan too: it flagged nothing
+        print_error("nightly", f"--factor must be a finite number greater than 1 (e.g. 1.1 for 10%), got {args.factor}")
         return NightlyStatus.FAILED
     if args.max_commits < 1:
         print_error("nightly", f"--max-commits must be at least 1, got {args.max_commits}")
