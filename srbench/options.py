@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from srbench.planners import DEFAULT_PLANNER, PLANNERS
-from srbench.registry import Registry
+from srbench.registry import Registry, UnknownPluginError, unknown_name_message
 from srbench.schedulers import DEFAULT_SCHEDULER, SCHEDULERS
 
 _METADATA_KEY = "srbench"
@@ -54,6 +55,8 @@ def _flag(on: str, off: str | None = None) -> Callable[[bool], str | None]:
 
 
 _BOOLEAN = {"type": "boolean"}
+# A schema format: a number that is not NaN or infinite (either would switch a tolerance's check off).
+FINITE = "finite"
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,7 @@ class StaticOptions:
         OptionInfo(
             axis="rewrite_rtol",
             help="relative tolerance a rewrite must keep on the example inputs",
-            schema={"type": "number", "exclusiveMinimum": 0},
+            schema={"type": "number", "exclusiveMinimum": 0, "format": FINITE},
             id_part=lambda value: None if value == 1e-4 else f"rrtol{value:g}",
         ),
     )
@@ -162,7 +165,7 @@ class StaticOptions:
         OptionInfo(
             axis="rewrite_atol",
             help="absolute tolerance a rewrite must keep on the example inputs",
-            schema={"type": "number", "exclusiveMinimum": 0},
+            schema={"type": "number", "exclusiveMinimum": 0, "format": FINITE},
             id_part=lambda value: None if value == 1e-4 else f"ratol{value:g}",
         ),
     )
@@ -275,24 +278,37 @@ def add_option_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
             parser.add_argument(flag, choices=list(option.info.schema["enum"]), default=option.default, help=help_text)
         else:
             kind = type(option.default)
-            parser.add_argument(flag, type=_at_least(kind, option.info.schema), default=option.default, help=help_text)
+            parser.add_argument(flag, type=_within(kind, option.info.schema), default=option.default, help=help_text)
 
 
-def _at_least(kind: type, schema: Mapping[str, Any]) -> Callable[[str], Any]:
-    minimum = schema.get("minimum")
+def _within(kind: type, schema: Mapping[str, Any]) -> Callable[[str], Any]:
+    """A flag's parser that refuses what the option's schema refuses in a suite: below
+    ``minimum``, not above ``exclusiveMinimum``, NaN or infinite where the format is finite
+    (``--rewrite-rtol -1`` and ``nan`` were taken, and every rewrite refused)."""
+    minimum, above = schema.get("minimum"), schema.get("exclusiveMinimum")
 
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {kind.__name__}, got {text!r}") from None
+        if schema.get("format") == FINITE and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
         if minimum is not None and value < minimum:
             raise argparse.ArgumentTypeError(f"expected at least {minimum}, got {text!r}")
+        if above is not None and not value > above:
+            raise argparse.ArgumentTypeError(f"expected more than {above}, got {text!r}")
         return value
 
     return parse
 
 
 def options_from_flags(args: argparse.Namespace, cls: type[_Options]) -> _Options:
-    """The ``cls`` options that :func:`add_option_flags` put in ``args``."""
-    return cls(**{option.name: getattr(args, option.name) for option in options_of(cls)})
+    """The ``cls`` options that :func:`add_option_flags` put in ``args``. A plugin's name is checked
+    here, as a suite checks it (UnknownPluginError): ``--scheduler`` was read only with several
+    streams, so an unknown one ran without a word."""
+    values = {option.name: getattr(args, option.name) for option in options_of(cls)}
+    for option, registry in plugin_options():
+        if option.name in values and values[option.name] not in registry.names():
+            raise UnknownPluginError(unknown_name_message(registry.kind, values[option.name], registry.names()))
+    return cls(**values)

@@ -19,6 +19,7 @@ from srbench.options import (
     options_from_flags,
     options_of,
 )
+from srbench.registry import UnknownPluginError
 from srbench.runtimes import get_runtime
 from srbench.suites import SuiteError, load_suite
 from srbench.suites.expand import default_axes
@@ -62,6 +63,40 @@ def test_integer_flags_are_checked_against_the_schema_minimum(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--threads", "0"])
     assert "expected at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--rewrite-rtol", "-1"], "expected more than 0"),
+        (["--rewrite-atol", "0"], "expected more than 0"),
+        (["--rewrite-rtol", "nan"], "expected a finite number"),
+        (["--rewrite-atol", "inf"], "expected a finite number"),
+    ],
+)
+def test_number_flags_refuse_what_a_suite_refuses(capsys, flags, expected):
+    """``--rewrite-rtol -1`` and ``nan`` were taken (the schema's exclusiveMinimum was not read)."""
+    parser = argparse.ArgumentParser()
+    add_option_flags(parser, StaticOptions)
+    assert options_from_flags(parser.parse_args(["--rewrite-rtol", "0.001"]), StaticOptions).rewrite_rtol == 0.001
+    with pytest.raises(SystemExit):
+        parser.parse_args(flags)
+    assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flag", "kind"), [("--scheduler", "scheduler"), ("--planner", "planner")])
+def test_an_unknown_plugin_name_in_a_flag_is_refused_whatever_the_other_flags(flag, kind):
+    """``--scheduler foo`` ran without a word with one stream (the scheduler is read only with several)."""
+    parser = argparse.ArgumentParser()
+    add_option_flags(parser, StaticOptions)
+    with pytest.raises(UnknownPluginError, match=f"unknown {kind} 'foo'"):
+        options_from_flags(parser.parse_args([flag, "foo"]), StaticOptions)
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf"])
+def test_a_suite_refuses_a_rewrite_tolerance_that_is_not_finite(tmp_path, value):
+    with pytest.raises(SuiteError, match=r"axes.rewrite_rtol\[0\]: expected a finite number"):
+        _suite(tmp_path, f"axes: {{models: {{names: [mlp]}}, runtimes: [srbench], rewrite_rtol: [{value}]}}")
 
 
 def _suite(tmp_path, text: str):

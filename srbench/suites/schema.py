@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonschema
 
-from srbench.options import options_of
+from srbench.options import FINITE, options_of
 from srbench.registry import nearest
 from srbench.suites.spec import SuiteError
 
@@ -39,8 +39,7 @@ _RULE_VALUES: dict[str, dict[str, Any]] = {
 
 _RULE_PROPERTIES = {key: _one_or_many(value) for key, value in _RULE_VALUES.items()}
 # A tolerance of infinity (or NaN, which no comparison fails) would switch the equivalence check off.
-_FINITE = "finite"
-_TOLERANCE_VALUE = {"type": "number", "minimum": 0, "format": _FINITE}
+_TOLERANCE_VALUE = {"type": "number", "minimum": 0, "format": FINITE}
 _TOLERANCE = {"rtol": _TOLERANCE_VALUE, "atol": _TOLERANCE_VALUE}
 
 SUITE_SCHEMA: dict[str, Any] = {
@@ -110,7 +109,7 @@ SUITE_SCHEMA: dict[str, Any] = {
 _FORMATS = jsonschema.FormatChecker(formats=())
 
 
-@_FORMATS.checks(_FINITE)
+@_FORMATS.checks(FINITE)
 def _is_finite(value: object) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
@@ -151,8 +150,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"expected at least one of the keys {', '.join(wanted)}"
     if error.validator == "anyOf":
         return f"expected {_expected(error.validator_value[0])} or a list of them, got {error.instance!r}"
-    if error.validator == "format" and error.validator_value == _FINITE:
-        return f"expected a finite number, got {error.instance!r} (it would switch the equivalence check off)"
+    if error.validator == "format" and error.validator_value == FINITE:
+        return f"expected a finite number, got {error.instance!r} (it would switch a tolerance's check off)"
     if error.validator == "minProperties":
         required = error.schema.get("required", [])
         keys = sorted(set(error.schema.get("properties", {})) - set(required))
