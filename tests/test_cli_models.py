@@ -65,3 +65,34 @@ def test_two_providers_naming_one_model_is_one_line_and_status_2(monkeypatch, ca
         "expected each model name once in the zoo (rename the model in one provider)"
     ]
     assert "Traceback" not in captured.out
+
+
+@pytest.mark.parametrize("filters", [["--provider", "builtin"], ["--family", "language"]])
+def test_a_filter_does_not_say_an_unavailable_provider_lists_no_cases(capsys, filters):
+    """``srbench models --provider builtin`` ended in "provider 'torchvision' is unavailable and
+    lists no cases" (torchvision, unavailable here, lists seven): its cases were only filtered out."""
+    assert main(["models", *filters]) == 0
+    output = capsys.readouterr().out
+    catalogued = {case.provider for case in load_zoo().unavailable_cases.values()}
+    for provider in catalogued:
+        assert f"provider {provider!r} is unavailable and lists no cases" not in output
+
+
+def test_an_unavailable_provider_without_a_catalog_is_named_once(monkeypatch, capsys):
+    class Refusing:
+        name = "refusing"
+
+        def cases(self):
+            raise srbench.zoo.ProviderUnavailable("needs a GPU")
+
+    working = CatalogProvider(
+        "working",
+        entries=(ModelCase("tiny", "working", "mlp", lambda: torch.nn.Linear(2, 2), lambda s, b: (torch.ones(1, 2),)),),
+    )
+    monkeypatch.setattr(
+        srbench.zoo, "load_zoo", lambda: build_zoo([("refusing", Refusing), ("working", lambda: working)])
+    )
+    assert main(["models"]) == 0
+    assert (
+        capsys.readouterr().out.splitlines()[-1] == "provider 'refusing' is unavailable and lists no cases: needs a GPU"
+    )

@@ -66,7 +66,9 @@ def _parameters_cell(row: dict[str, Any], marks: bool) -> str:
     return ("-" if row["parameters"] is None else f"{row['parameters']:,}") + mark
 
 
-def format_table(listed: list[dict[str, Any]], unavailable: dict[str, str]) -> str:
+def format_table(listed: list[dict[str, Any]], silent: dict[str, str]) -> str:
+    """The listing, then each of ``silent`` (unavailable providers that list no case at all, by
+    name and reason) in a line of its own."""
     header = ("NAME", "PROVIDER", "FAMILY", "PARAMETERS", "AVAILABLE")
     marks = any(row["parameters_source"] == "published" for row in listed)
     cells = [
@@ -82,10 +84,8 @@ def format_table(listed: list[dict[str, Any]], unavailable: dict[str, str]) -> s
     lines = [aligned_table(header, cells, right_aligned={header.index("PARAMETERS")})]
     if marks:
         lines.append("* published count; the model cannot be built here")
-    listed_providers = {row["provider"] for row in listed}
-    for provider, reason in sorted(unavailable.items()):
-        if provider not in listed_providers:
-            lines.append(f"provider {provider!r} is unavailable and lists no cases: {reason}")
+    for provider, reason in sorted(silent.items()):
+        lines.append(f"provider {provider!r} is unavailable and lists no cases: {reason}")
     return "\n".join(lines)
 
 
@@ -113,9 +113,17 @@ def run(args: argparse.Namespace) -> ExitStatus:
         print_error("models", str(error))
         return ExitStatus.UNUSABLE
     listed = rows(args.provider, args.family)
-    unavailable = load_zoo().unavailable
+    zoo = load_zoo()
     if args.json:
-        print(json.dumps({"models": listed, "unavailable_providers": unavailable}, indent=2))
+        print(json.dumps({"models": listed, "unavailable_providers": zoo.unavailable}, indent=2))
     else:
-        print(format_table(listed, unavailable))
+        # Not a provider whose cases the filters left out: `--provider builtin` said torchvision,
+        # which lists seven, "lists no cases".
+        catalogued = {case.provider for case in zoo.unavailable_cases.values()}
+        silent = {
+            name: reason
+            for name, reason in zoo.unavailable.items()
+            if name not in catalogued and (not args.provider or name in args.provider)
+        }
+        print(format_table(listed, silent))
     return ExitStatus.DONE
