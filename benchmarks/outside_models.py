@@ -1,14 +1,16 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 170
-models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``),
-offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
-exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions,
-normalisations, pixel shuffle, resampling, pytree inputs and outputs, calls written in other
-forms, in-place ops, view chains, indexing, sorting, half, int8, complex and float64 paths,
-linalg, aliased and 0-dim arguments, distributions, sparse adjacency), and ``transformers`` models from small configs
-(``HF_HUB_OFFLINE=1``, nothing downloaded). Each model has two calls: shape 0 at batch 1, shape 1
-at another batch and, where the model has one, another length or size.
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 207
+models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``, the
+seventh's 37 in ``benchmarks/outside_round7.py``), offline and randomly initialised: stock
+``torch.nn`` pieces and small hand-written models that exercise one semantic each (masks,
+recurrent layers, 1-D/3-D and transposed convolutions, normalisations, pixel shuffle,
+resampling, pytree inputs and outputs, calls written in other forms, in-place ops, view chains,
+indexing, sorting, half, int8, float8, complex and float64 paths, linalg, aliased and 0-dim
+arguments, distributions, sparse adjacency, hooks, custom operators, ``vmap``), and
+``transformers`` models from small configs (``HF_HUB_OFFLINE=1``, nothing downloaded). Each
+model has two calls: shape 0 at batch 1, shape 1 at another batch and, where the model has one,
+another length or size.
 
 For each model, in one process, one model at a time, one intra-op thread:
 
@@ -38,8 +40,9 @@ Exit status 0 when every capturable model is equivalent under every option set, 
 What the sweep found, and what still fails, is in the README ("Models from outside the zoo"); each
 fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_calls.py`` (the second), ``tests/test_static_outside_round3.py``,
-``tests/test_static_outside_round4.py``, ``tests/test_static_outside_round5.py`` or
-``tests/test_static_outside_round6.py`` on the smallest model that showed it.
+``tests/test_static_outside_round4.py``, ``tests/test_static_outside_round5.py``,
+``tests/test_static_outside_round6.py`` or ``tests/test_static_outside_round7.py`` on the
+smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
@@ -2126,7 +2129,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run as the package's module, so that the sixth round's module (which imports this one as
+    # Run as the package's module, so that the later rounds' modules (which import this one as
     # ``benchmarks.outside_models``) and this script share one set of classes.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from benchmarks.outside_models import main as package_main
