@@ -99,6 +99,16 @@ def test_the_instances_command_writes_one_file_per_seed(tmp_path, capsys):
     assert read_records(tmp_path / written[0]) == list(hard_instance(10, buffers=150).records)
 
 
+def test_the_instances_command_refuses_a_negative_seed_naming_it(tmp_path, capsys):
+    """``--first-seed -5`` was taken and failed in numpy, reported as "--buffers None: expected
+    non-negative integer"."""
+    with pytest.raises(SystemExit) as exited:
+        main(["instances", "--count", "1", "--first-seed", "-5", "--out", str(tmp_path)])
+    assert exited.value.code == 2
+    assert "argument --first-seed: expected a non-negative integer, got '-5'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
 def test_the_instances_command_names_a_bad_buffer_count(tmp_path, capsys):
     assert main(["instances", "--count", "1", "--buffers", "9999999", "--out", str(tmp_path)]) == 2
     assert "srbench instances: --buffers 9999999: buffers must be 1 to" in capsys.readouterr().err

@@ -50,16 +50,17 @@ def comma_separated(text: str) -> list[str]:
     return names
 
 
-def _positive(convert: Callable[[str], float], noun: str) -> Callable[[str], Any]:
-    """An argparse type: ``convert`` the text and insist on a value above zero."""
+def _positive(convert: Callable[[str], float], noun: str, *, zero_too: bool = False) -> Callable[[str], Any]:
+    """An argparse type: ``convert`` the text and insist on a value above zero (or not below it)."""
+    kind = "non-negative" if zero_too else "positive"
 
     def parse(text: str) -> Any:
         try:
             value = convert(text)
         except ValueError:
             value = None
-        if value is None or not value > 0:
-            raise argparse.ArgumentTypeError(f"expected a positive {noun}, got {text!r}")
+        if value is None or not (value >= 0 if zero_too else value > 0):
+            raise argparse.ArgumentTypeError(f"expected a {kind} {noun}, got {text!r}")
         return value
 
     return parse
@@ -67,6 +68,7 @@ def _positive(convert: Callable[[str], float], noun: str) -> Callable[[str], Any
 
 positive_int = _positive(int, "integer")
 positive_float = _positive(float, "number")
+non_negative_int = _positive(int, "integer", zero_too=True)
 
 
 def add_records_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from srbench.cli._args import ExitStatus, positive_int, print_error
+from srbench.cli._args import ExitStatus, non_negative_int, positive_int, print_error
 
 # Generated files go under results/ (ignored by git as a whole), beside the other generated results.
 DEFAULT_DIR = Path("results") / "instances"
@@ -26,7 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "buffers, so a packing within the capacity is known) as MiniMalloc CSV files, one per seed.",
     )
     parser.add_argument("--count", type=positive_int, default=50, help="how many instances (default 50)")
-    parser.add_argument("--first-seed", type=int, default=0, metavar="SEED", help="seed of the first (default 0)")
+    parser.add_argument(
+        "--first-seed", type=non_negative_int, default=0, metavar="SEED", help="seed of the first (default 0)"
+    )
     parser.add_argument(
         "--buffers", type=positive_int, metavar="N", help="buffers per instance (default: drawn from 150-500)"
     )
