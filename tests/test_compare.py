@@ -246,3 +246,11 @@ def test_summary_uses_the_geometric_mean_and_counts_the_lower_bound():
     assert summary.at_lower_bound == 2 and summary.sources == 3 and summary.seconds == 1.5
     (perfect,) = summarize([row("a", 1.0, 100)], ["p"])
     assert perfect.worst_source == ""  # nothing to point at when the bound is reached everywhere
+
+
+def test_an_out_path_that_is_a_file_is_one_line(tmp_path, capsys):
+    """``--out FILE`` ended in FileExistsError's traceback."""
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    assert main(["compare", "--models", "mlp", "--planners", "naive", "--out", str(taken)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"srbench compare: {taken}: File exists"

@@ -253,6 +253,12 @@ def test_cli_unknown_model_is_one_line(capsys):
     assert "no_such_model" in err and len(err.strip().splitlines()) == 1
 
 
+def test_cli_a_picture_path_that_is_a_folder_is_one_line(tmp_path, capsys):
+    """``--picture /tmp`` ended in IsADirectoryError's traceback from the atomic rename."""
+    assert main(["observe", "--model", "mlp", "--runtime", "eager", "--picture", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"srbench observe: {tmp_path}: Is a directory"]
+
+
 def test_compare_report_shows_the_live_bytes_picture_of_observed_models(tmp_path, capsys):
     argv = ["compare", "--models", "mlp", "--planners", "greedy_by_size", "--out", str(tmp_path)]
     assert main([*argv, "--observe", "mlp", "--observe", "no_such_model"]) == 1

@@ -54,6 +54,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as error:
+        if error.filename is None:
+            raise
+        # A path given that cannot be written or read as asked (a folder where a file goes, a
+        # file where a folder goes): `--picture /tmp` and `--out FILE` ended in a traceback. A
+        # rename names its target second.
+        path = error.filename2 if error.filename2 is not None else error.filename
+        print(f"srbench {args.command}: {path}: {error.strerror or error}", file=sys.stderr)
+        return ExitStatus.UNUSABLE
 
 
 if __name__ == "__main__":
