@@ -80,3 +80,32 @@ def test_a_suite_skips_its_cases_with_the_reason_where_onnxruntime_is_missing(tm
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(pytest.skip.Exception, match="RuntimeUnavailable: onnxruntime is not installed"):
         run_case(spec, None, [])
+
+
+class ReturnsItsInput(torch.nn.Module):
+    """Returns an input as is (the exporter renames that ONNX input ``x_orig``) and ``None``s
+    (which the ONNX graph does not return)."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple:
+        return x, None, {"sum": x + y, "none": None}
+
+
+class WritesItsInput(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x + 1
+
+
+def test_an_input_returned_as_is_and_none_outputs_give_eagers_answer():
+    x, y = torch.randn(3), torch.randn(3)
+    runtime = get_runtime("onnxruntime")(ReturnsItsInput(), Inputs.of(x, y), RuntimeOptions())
+    got = runtime(x, y)
+    assert got[1] is None and got[2]["none"] is None
+    torch.testing.assert_close(got[0], x)
+    torch.testing.assert_close(got[2]["sum"], x + y)
+
+
+def test_a_model_that_writes_its_input_is_unsupported_with_the_reason():
+    # the exported ONNX graph returns the model's outputs only: the write would be lost
+    with pytest.raises(UnsupportedRuntime, match=r"writes x in place, and the ONNX graph .* drops such writes"):
+        get_runtime("onnxruntime")(WritesItsInput(), Inputs.of(torch.randn(3)), RuntimeOptions())

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import torch
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from srbench.inputs import Inputs
@@ -72,6 +72,18 @@ def _signature(inputs: Inputs) -> tuple:
     return structure, tuple((x.shape, x.dtype) if isinstance(x, torch.Tensor) else (type(x), x) for x in leaves)
 
 
+def _placeholder_names(program: Any) -> dict[str, str]:
+    """The ONNX graph's input names, each to the exported program's input it stands for. They
+    differ where an input is also returned as is: ONNX forbids a graph input as a graph output,
+    so the exporter renames the input (``x`` becomes ``x_orig``) and returns an Identity of it
+    under the old name; its IR value still records the FX placeholder (``meta["node"]``)."""
+    names = {}
+    for value in program.model.graph.inputs:
+        node = value.meta.get("node") if hasattr(value, "meta") else None
+        names[value.name] = node.name if isinstance(node, torch.fx.Node) else value.name
+    return names
+
+
 class _Session:
     """One exported model and its session, for one input signature."""
 
@@ -90,6 +102,16 @@ class _Session:
         exported = program.exported_program
         if exported is None:
             raise UnsupportedRuntime("torch.onnx.export kept no exported program (needed for the output structure)")
+        written = [
+            spec.target
+            for spec in exported.graph_signature.output_specs
+            if spec.kind in (OutputKind.USER_INPUT_MUTATION, OutputKind.BUFFER_MUTATION)
+        ]
+        if written:  # the exported ONNX graph returns the user outputs only: the writes would be lost
+            raise UnsupportedRuntime(
+                f"the model writes {', '.join(map(str, written))} in place, and the ONNX graph that "
+                "torch.onnx.export makes drops such writes (it returns the model's outputs only)"
+            )
         settings = onnxruntime.SessionOptions()
         settings.intra_op_num_threads = options.threads
         settings.inter_op_num_threads = 1
@@ -107,26 +129,33 @@ class _Session:
         user_inputs = [
             spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT
         ]
-        taken = {node.name for node in self.session.get_inputs()}
-        # the exporter drops inputs the graph does not read: feed the ones the session takes
-        self.feeds = [(index, name) for index, name in enumerate(user_inputs) if name in taken]
+        placeholders = _placeholder_names(program)
+        taken = {node.name: placeholders.get(node.name, node.name) for node in self.session.get_inputs()}
+        # the exporter may drop inputs the graph does not read: feed the ones the session takes
+        self.feeds = [(user_inputs.index(name), onnx_name) for onnx_name, name in taken.items() if name in user_inputs]
         if len(self.feeds) != len(taken):
             raise UnsupportedRuntime(
                 f"the ONNX model takes inputs {sorted(taken)}, not a subset of the model's {user_inputs}"
             )
         self.out_spec = exported.call_spec.out_spec
-        outputs = len(self.session.get_outputs())
-        if self.out_spec is None or self.out_spec.num_leaves != outputs:
+        # the ONNX graph returns the tensors only: the model's constant outputs (None, the
+        # exporter skips them) are put back from the exported program's output specs
+        returned = [spec.arg for spec in exported.graph_signature.output_specs if spec.kind == OutputKind.USER_OUTPUT]
+        self.constants = {i: arg.value for i, arg in enumerate(returned) if isinstance(arg, ConstantArgument)}
+        outputs, tensors = len(self.session.get_outputs()), len(returned) - len(self.constants)
+        if self.out_spec is None or self.out_spec.num_leaves != len(returned) or tensors != outputs:
             raise UnsupportedRuntime(
-                f"the ONNX model returns {outputs} outputs where the model returns "
-                f"{self.out_spec.num_leaves if self.out_spec else 'an unknown number of'}"
+                f"the ONNX model returns {outputs} outputs where the model returns {tensors} tensors "
+                f"and {len(self.constants)} constants"
             )
 
     def __call__(self, inputs: Inputs) -> Any:
         leaves = inputs.leaves()
         feed = {name: leaves[index].numpy() for index, name in self.feeds}
-        outputs = self.session.run(None, feed)
-        return pytree.tree_unflatten([torch.from_numpy(value) for value in outputs], self.out_spec)
+        outputs = iter(self.session.run(None, feed))
+        count = len(self.constants) + len(self.session.get_outputs())
+        values = [self.constants[i] if i in self.constants else torch.from_numpy(next(outputs)) for i in range(count)]
+        return pytree.tree_unflatten(values, self.out_spec)
 
 
 class OnnxRuntime:
