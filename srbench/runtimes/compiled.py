@@ -28,7 +28,7 @@ class CompiledRuntime:
         self.module = torch.compile(model.eval())
         try:
             with quiet_jit():
-                example_inputs.call(self)
+                example_inputs.clone().call(self)  # a model that writes its inputs must not write the caller's
         except Exception as error:  # Dynamo and Inductor raise many types; all mean "cannot compile here"
             reason = str(error).strip().splitlines()
             raise UnsupportedRuntime(

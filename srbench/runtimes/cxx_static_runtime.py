@@ -8,13 +8,39 @@ outputs not managed) and ignores srbench's memory options. Its own
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import torch
 
 from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions, UnsupportedRuntime
-from srbench.runtimes.torchscript import frozen_torchscript
+from srbench.runtimes.torchscript import _first_line, call_frozen, frozen_torchscript
+
+_UNSUPPORTED = "Found unsupported op:"  # what Static Runtime logs, per op, before it refuses a graph
+
+
+@contextmanager
+def _native_stderr() -> Iterator[list[str]]:
+    """The lines C++ code writes to the process's stderr in the body, kept from the terminal:
+    Static Runtime names the ops it cannot run only there (``LOG(WARNING)``); its exception
+    says only ``Expected canEnableStaticRuntime(graph) to be true``."""
+    said: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            said.extend(sink.read().decode(errors="replace").splitlines())
 
 
 class CxxStaticRuntime:
@@ -26,16 +52,19 @@ class CxxStaticRuntime:
         if options.device != "cpu":
             raise UnsupportedRuntime(f"PyTorch's Static Runtime runs on the CPU only, not on {options.device!r}")
         frozen, self.how, self.flat = frozen_torchscript(model, example_inputs)
+        self.example = example_inputs
+        made = "scripted" if self.how == "script" else "traced"
         try:
-            self.module = torch._C._jit_to_static_module(frozen._c)
+            with _native_stderr() as said:
+                self.module = torch._C._jit_to_static_module(frozen._c)
         except RuntimeError as error:
-            raise UnsupportedRuntime(f"Static Runtime cannot load the frozen {self.how}d module: {error}") from error
+            ops = sorted({line.split(_UNSUPPORTED, 1)[1].strip() for line in said if _UNSUPPORTED in line})
+            why = f"it has ops Static Runtime does not run: {', '.join(ops)}" if ops else _first_line(error)
+            raise UnsupportedRuntime(f"Static Runtime cannot load the frozen {made} module: {why}") from error
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with torch.inference_mode():
-            if self.flat is not None:  # traced through FlatCall: the call's tensors, positionally
-                return self.module(*self.flat.tensors(args, kwargs))
-            return self.module(*args, **kwargs)
+            return call_frozen(self.module, self.how, self.flat, self.example, args, kwargs)
 
     def op_profile(self, inputs: Inputs, iterations: int) -> dict[str, float]:
         """Milliseconds per call spent in each node kind, measured by Static Runtime itself."""

@@ -23,8 +23,9 @@ from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, quiet_jit
 
 
-class CallMismatch(TypeError):
-    """A call unlike the one a traced module was made for (structure or scalar values)."""
+class CallMismatch(UnsupportedRuntime):
+    """A call unlike the one a traced module was made for (structure or scalar values): the
+    trace's limit, which suites report as an expected failure with this reason."""
 
 
 def _first_line(error: BaseException) -> str:
@@ -68,6 +69,39 @@ def _tree(inputs: Inputs) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return canonical.args, dict(canonical.kwargs)
 
 
+def _shapes(args: tuple, kwargs: dict[str, Any]) -> list[tuple[int, ...]]:
+    return [tuple(leaf.shape) for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+
+
+def call_frozen(
+    run: Any, how: str, flat: FlatCall | None, traced_on: Inputs, args: tuple, kwargs: dict[str, Any]
+) -> Any:
+    """``run`` (the frozen module, or Static Runtime's module made from it) on one call.
+
+    A traced module replays the ops of one call: loops unrolled to that call's length, lists of
+    that call's size. One that fails on a call of other shapes than ``traced_on`` (``how`` is
+    ``"trace"``) fails for that reason, TorchScript's limit, not the call's; it raises
+    :class:`UnsupportedRuntime` saying so. A failure at the traced shapes is left as it is.
+    """
+    if flat is not None:  # traced through FlatCall: the call's tensors, positionally
+        args, kwargs = tuple(flat.tensors(args, kwargs)), {}
+    if how != "trace":
+        return run(*args, **kwargs)
+    try:
+        return run(*args, **kwargs)
+    except RuntimeError as error:
+        example = _shapes(traced_on.args, dict(traced_on.kwargs))
+        if flat is not None:
+            example = _shapes(tuple(flat.tensors(traced_on.args, dict(traced_on.kwargs))), {})
+        given = _shapes(args, kwargs)
+        if given == example:
+            raise
+        raise UnsupportedRuntime(
+            f"TorchScript could not script the model and traced it on tensors of shapes {example}; "
+            f"the trace does not fit a call of shapes {given}: {_first_line(error)}"
+        ) from error
+
+
 def frozen_torchscript(
     model: torch.nn.Module, example_inputs: Inputs
 ) -> tuple[torch.jit.ScriptModule, str, FlatCall | None]:
@@ -85,6 +119,7 @@ def frozen_torchscript(
             scripted, how = torch.jit.script(model), "script"
         except Exception as script_error:  # TorchScript raises many types for unsupported Python
             traced: torch.nn.Module = model
+            example_inputs = example_inputs.clone()  # tracing runs the model: its writes must not reach the caller's
             tensors = example_inputs.args
             if example_inputs.kwargs or not all(isinstance(x, torch.Tensor) for x in tensors):
                 traced = flat = FlatCall(model, example_inputs)
@@ -112,9 +147,8 @@ class TorchScriptRuntime:
 
     def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         self.module, self.how, self.flat = frozen_torchscript(model, example_inputs)
+        self.example = example_inputs
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with torch.inference_mode():
-            if self.flat is not None:
-                return self.module(*self.flat.tensors(args, kwargs))
-            return self.module(*args, **kwargs)
+            return call_frozen(self.module, self.how, self.flat, self.example, args, kwargs)
