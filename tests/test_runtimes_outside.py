@@ -29,6 +29,24 @@ class StepsOverRows(torch.nn.Module):
         return total
 
 
+class StructuredOutput(torch.nn.Module):
+    """Traced (``*rest``); returns a ``torch.return_types.max``, a ``None`` and an int, which a
+    traced module alone returns as a tuple or cannot return at all."""
+
+    def forward(self, x, *rest):
+        return torch.max(x, 1), {"none": None, "rows": 2, "sum": x.sum()}
+
+
+@pytest.mark.parametrize("name", ["torchscript", "static_runtime"])
+def test_a_traced_module_returns_the_models_output_structure(name):
+    from srbench.measure.equivalence import compare
+
+    x = torch.randn(2, 5)
+    runtime = get_runtime(name)(StructuredOutput(), Inputs.of(x), RuntimeOptions())
+    assert runtime.flat is not None  # traced
+    compare(runtime(x), StructuredOutput()(x), rtol=1e-6, atol=1e-6, run="traced")
+
+
 @pytest.mark.parametrize("name", ["torchscript", "static_runtime"])
 def test_tracing_leaves_the_example_inputs_as_they_were(name):
     x = torch.zeros(3)

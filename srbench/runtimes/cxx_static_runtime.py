@@ -64,7 +64,7 @@ class CxxStaticRuntime:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with torch.inference_mode():
-            return call_frozen(self.module, self.how, self.flat, self.example, args, kwargs)
+            return call_frozen(self.module, self.flat, self.example, args, kwargs)
 
     def op_profile(self, inputs: Inputs, iterations: int) -> dict[str, float]:
         """Milliseconds per call spent in each node kind, measured by Static Runtime itself."""

@@ -4,12 +4,13 @@ Both PyTorch's TorchScript interpreter and its C++ Static Runtime start from thi
 so :func:`frozen_torchscript` is shared by the two runtimes.
 
 A scripted module takes a call as the model does, keyword arguments included. Tracing takes
-tensors only, as positional arguments (or keyword arguments named in ``forward``'s signature,
-which ``forward(*args, **kwargs)`` wrappers such as transformers' do not have): a call that is not
-a flat tuple of tensors is traced through :class:`FlatCall`, which takes the call's tensors as
-positional arguments and rebuilds the call around them, its structure and Python scalars fixed
-at their example values. Such a runtime then flattens every call the same way, and refuses one
-of another structure or other scalar values with :class:`CallMismatch` naming the difference.
+tensors only, as positional arguments, and returns tensors, tuples, lists and dicts of them
+only: a model is traced through :class:`FlatCall`, which takes the call's tensors as positional
+arguments and rebuilds the call around them, its structure and Python scalars fixed at their
+example values, and returns the output's tensors, from which the runtime rebuilds the output
+(a ``torch.return_types.max`` stays one, a ``None`` stays ``None``). Such a runtime then flattens
+every call the same way, and refuses one of another structure or other scalar values with
+:class:`CallMismatch` naming the difference, and one of other shapes that the trace does not fit.
 """
 
 from __future__ import annotations
@@ -34,9 +35,12 @@ def _first_line(error: BaseException) -> str:
 
 
 class FlatCall(torch.nn.Module):
-    """``model`` called with the tensors of one call as positional arguments: the call's
-    structure (positional and keyword arguments, nested containers) and its Python scalars are
-    those of ``example``. :meth:`tensors` flattens a call the same way, after checking it."""
+    """``model`` called with the tensors of one call as positional arguments, returning the
+    tensors of its output as a tuple: the call's structure (positional and keyword arguments,
+    nested containers) and its Python scalars are those of ``example``. :meth:`tensors` flattens
+    a call the same way, after checking it; :meth:`output` rebuilds the model's output from the
+    tensors, in the structure (named tuples, ``ModelOutput`` objects, ``None``) and with the
+    other leaves the traced call returned, which a traced module would otherwise lose."""
 
     def __init__(self, model: torch.nn.Module, example: Inputs):
         super().__init__()
@@ -44,12 +48,24 @@ class FlatCall(torch.nn.Module):
         leaves, self.structure = pytree.tree_flatten(_tree(example))
         self.scalars = {index: leaf for index, leaf in enumerate(leaves) if not isinstance(leaf, torch.Tensor)}
         self.count = len(leaves)
+        self.returned: pytree.TreeSpec | None = None  # set by the traced call
+        self.returned_constants: dict[int, Any] = {}
 
-    def forward(self, *tensors: torch.Tensor) -> Any:
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         given = iter(tensors)
         leaves = [self.scalars[i] if i in self.scalars else next(given) for i in range(self.count)]
         args, kwargs = pytree.tree_unflatten(leaves, self.structure)
-        return self.model(*args, **kwargs)
+        returned, self.returned = pytree.tree_flatten(self.model(*args, **kwargs))
+        self.returned_constants = {i: leaf for i, leaf in enumerate(returned) if not isinstance(leaf, torch.Tensor)}
+        return tuple(leaf for leaf in returned if isinstance(leaf, torch.Tensor))
+
+    def output(self, tensors: Any) -> Any:
+        """The model's output from what the traced module returned (its tensors, in order)."""
+        assert self.returned is not None, "FlatCall.output before the call was traced"
+        given = iter((tensors,) if isinstance(tensors, torch.Tensor) else tensors)
+        count, constants = self.returned.num_leaves, self.returned_constants
+        leaves = [constants[i] if i in constants else next(given) for i in range(count)]
+        return pytree.tree_unflatten(leaves, self.returned)
 
     def tensors(self, args: tuple, kwargs: dict[str, Any]) -> list[torch.Tensor]:
         """The tensors of the call ``(args, kwargs)``, in the order :meth:`forward` takes them."""
@@ -73,26 +89,21 @@ def _shapes(args: tuple, kwargs: dict[str, Any]) -> list[tuple[int, ...]]:
     return [tuple(leaf.shape) for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
 
 
-def call_frozen(
-    run: Any, how: str, flat: FlatCall | None, traced_on: Inputs, args: tuple, kwargs: dict[str, Any]
-) -> Any:
+def call_frozen(run: Any, flat: FlatCall | None, traced_on: Inputs, args: tuple, kwargs: dict[str, Any]) -> Any:
     """``run`` (the frozen module, or Static Runtime's module made from it) on one call.
 
     A traced module replays the ops of one call: loops unrolled to that call's length, lists of
-    that call's size. One that fails on a call of other shapes than ``traced_on`` (``how`` is
-    ``"trace"``) fails for that reason, TorchScript's limit, not the call's; it raises
+    that call's size. One that fails on a call of other shapes than ``traced_on`` (``flat`` is
+    not ``None``) fails for that reason, TorchScript's limit, not the call's; it raises
     :class:`UnsupportedRuntime` saying so. A failure at the traced shapes is left as it is.
     """
-    if flat is not None:  # traced through FlatCall: the call's tensors, positionally
-        args, kwargs = tuple(flat.tensors(args, kwargs)), {}
-    if how != "trace":
+    if flat is None:  # scripted: called as the model is
         return run(*args, **kwargs)
+    args, kwargs = tuple(flat.tensors(args, kwargs)), {}  # traced through FlatCall: the tensors, positionally
     try:
-        return run(*args, **kwargs)
+        return flat.output(run(*args))
     except RuntimeError as error:
-        example = _shapes(traced_on.args, dict(traced_on.kwargs))
-        if flat is not None:
-            example = _shapes(tuple(flat.tensors(traced_on.args, dict(traced_on.kwargs))), {})
+        example = _shapes(tuple(flat.tensors(traced_on.args, dict(traced_on.kwargs))), {})
         given = _shapes(args, kwargs)
         if given == example:
             raise
@@ -118,15 +129,12 @@ def frozen_torchscript(
         try:
             scripted, how = torch.jit.script(model), "script"
         except Exception as script_error:  # TorchScript raises many types for unsupported Python
-            traced: torch.nn.Module = model
             example_inputs = example_inputs.clone()  # tracing runs the model: its writes must not reach the caller's
-            tensors = example_inputs.args
-            if example_inputs.kwargs or not all(isinstance(x, torch.Tensor) for x in tensors):
-                traced = flat = FlatCall(model, example_inputs)
-                tensors = tuple(flat.tensors(example_inputs.args, dict(example_inputs.kwargs)))
+            flat = FlatCall(model, example_inputs)
+            tensors = tuple(flat.tensors(example_inputs.args, dict(example_inputs.kwargs)))
             try:
                 with torch.no_grad():
-                    scripted, how = torch.jit.trace(traced, tensors, check_trace=False, strict=False), "trace"
+                    scripted, how = torch.jit.trace(flat, tensors, check_trace=False, strict=False), "trace"
             except Exception as trace_error:
                 raise UnsupportedRuntime(
                     f"TorchScript can neither script ({_first_line(script_error)}) "
@@ -136,7 +144,8 @@ def frozen_torchscript(
             return torch.jit.freeze(scripted.eval()), how, flat
         except Exception as freeze_error:
             raise UnsupportedRuntime(
-                f"torch.jit.freeze failed on the {how}d module: {_first_line(freeze_error)}"
+                f"torch.jit.freeze failed on the {how}{'d' if how == 'trace' else 'ed'} module: "
+                f"{_first_line(freeze_error)}"
             ) from freeze_error
 
 
@@ -151,4 +160,4 @@ class TorchScriptRuntime:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with torch.inference_mode():
-            return call_frozen(self.module, self.how, self.flat, self.example, args, kwargs)
+            return call_frozen(self.module, self.flat, self.example, args, kwargs)
