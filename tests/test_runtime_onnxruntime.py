@@ -109,3 +109,17 @@ def test_a_model_that_writes_its_input_is_unsupported_with_the_reason():
     # the exported ONNX graph returns the model's outputs only: the write would be lost
     with pytest.raises(UnsupportedRuntime, match=r"writes x in place, and the ONNX graph .* drops such writes"):
         get_runtime("onnxruntime")(WritesItsInput(), Inputs.of(torch.randn(3)), RuntimeOptions())
+
+
+class ComplexInOut(torch.nn.Module):
+    def forward(self, x: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.fft.fft(x.to(torch.complex64)).conj(), z * 2, (z * z).abs()
+
+
+def test_complex_inputs_and_outputs_are_complex_as_in_eager():
+    # ONNX has no complex tensors: the exported graph takes and returns their real views
+    from srbench.measure.equivalence import compare
+
+    x, z = torch.randn(2, 4), torch.randn(3, dtype=torch.complex64)
+    runtime = get_runtime("onnxruntime")(ComplexInOut(), Inputs.of(x, z), RuntimeOptions())
+    compare(runtime(x, z), ComplexInOut()(x, z), rtol=1e-5, atol=1e-5, run="complex")

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import torch
-from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
 from torch.utils import _pytree as pytree
 
 from srbench.inputs import Inputs
@@ -82,6 +82,13 @@ def _placeholder_names(program: Any) -> dict[str, str]:
         node = value.meta.get("node") if hasattr(value, "meta") else None
         names[value.name] = node.name if isinstance(node, torch.fx.Node) else value.name
     return names
+
+
+def _onnx_value(tensor: torch.Tensor) -> Any:
+    """A tensor as the exported ONNX graph takes it: a complex one as its real view."""
+    if tensor.is_complex():
+        return torch.view_as_real(tensor.resolve_conj()).numpy()
+    return tensor.numpy()
 
 
 class _Session:
@@ -143,6 +150,15 @@ class _Session:
         returned = [spec.arg for spec in exported.graph_signature.output_specs if spec.kind == OutputKind.USER_OUTPUT]
         self.constants = {i: arg.value for i, arg in enumerate(returned) if isinstance(arg, ConstantArgument)}
         outputs, tensors = len(self.session.get_outputs()), len(returned) - len(self.constants)
+        # ONNX has no complex tensors: the exporter passes a complex tensor as its real view (a
+        # last dimension of 2), in and out; the complex outputs are viewed back as complex
+        values = {node.name: node.meta.get("val") for node in exported.graph.nodes}
+        self.complex_outputs = {
+            i
+            for i, arg in enumerate(returned)
+            if isinstance(arg, TensorArgument) and isinstance(values.get(arg.name), torch.Tensor)
+            and values[arg.name].is_complex()
+        }  # fmt: skip
         if self.out_spec is None or self.out_spec.num_leaves != len(returned) or tensors != outputs:
             raise UnsupportedRuntime(
                 f"the ONNX model returns {outputs} outputs where the model returns {tensors} tensors "
@@ -151,11 +167,15 @@ class _Session:
 
     def __call__(self, inputs: Inputs) -> Any:
         leaves = inputs.leaves()
-        feed = {name: leaves[index].numpy() for index, name in self.feeds}
+        feed = {name: _onnx_value(leaves[index]) for index, name in self.feeds}
         outputs = iter(self.session.run(None, feed))
         count = len(self.constants) + len(self.session.get_outputs())
-        values = [self.constants[i] if i in self.constants else torch.from_numpy(next(outputs)) for i in range(count)]
+        values = [self.constants[i] if i in self.constants else self._output(i, next(outputs)) for i in range(count)]
         return pytree.tree_unflatten(values, self.out_spec)
+
+    def _output(self, index: int, value: Any) -> torch.Tensor:
+        tensor = torch.from_numpy(value)
+        return torch.view_as_complex(tensor) if index in self.complex_outputs else tensor
 
 
 class OnnxRuntime:
