@@ -105,3 +105,19 @@ class SameTensor(torch.nn.Module):
 def test_static_runtime_names_the_ops_it_refuses():
     with pytest.raises(UnsupportedRuntime, match=r"frozen scripted module: it has ops .* not run: aten::__is__$"):
         get_runtime("static_runtime")(SameTensor(), Inputs.of(torch.randn(3), torch.randn(3)), RuntimeOptions())
+
+
+class ReturnsItsShape(torch.nn.Module):
+    """Traced (``*rest``); returns its input's ``torch.Size``, which the trace fixes."""
+
+    def forward(self, x, *rest):
+        return x + 1, x.shape
+
+
+@pytest.mark.parametrize("name", ["torchscript", "static_runtime"])
+def test_a_traced_size_output_stays_a_size_and_other_shapes_are_refused(name):
+    runtime = get_runtime(name)(ReturnsItsShape(), Inputs.of(torch.zeros(2, 3)), RuntimeOptions())
+    _, size = runtime(torch.zeros(2, 3))
+    assert type(size) is torch.Size and size == (2, 3)  # pytree alone rebuilds a tuple
+    with pytest.raises(UnsupportedRuntime, match=r"returns Python numbers \(torch.Size\(\[2, 3\]\)\) that the trace"):
+        runtime(torch.zeros(4, 3))

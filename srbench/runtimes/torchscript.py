@@ -15,6 +15,7 @@ every call the same way, and refuses one of another structure or other scalar va
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, ClassVar
 
 import torch
@@ -55,9 +56,15 @@ class FlatCall(torch.nn.Module):
         given = iter(tensors)
         leaves = [self.scalars[i] if i in self.scalars else next(given) for i in range(self.count)]
         args, kwargs = pytree.tree_unflatten(leaves, self.structure)
-        returned, self.returned = pytree.tree_flatten(self.model(*args, **kwargs))
+        # a torch.Size stays a leaf: pytree would rebuild it as a plain tuple
+        returned, self.returned = pytree.tree_flatten(self.model(*args, **kwargs), is_leaf=_is_size)
         self.returned_constants = {i: leaf for i, leaf in enumerate(returned) if not isinstance(leaf, torch.Tensor)}
         return tuple(leaf for leaf in returned if isinstance(leaf, torch.Tensor))
+
+    def numbers_returned(self) -> list[Any]:
+        """The numbers (and sizes) the traced call returned: fixed in the trace at their values
+        for the traced shapes, where the model may compute them from its inputs' shapes."""
+        return [leaf for leaf in self.returned_constants.values() if isinstance(leaf, (numbers.Number, torch.Size))]
 
     def output(self, tensors: Any) -> Any:
         """The model's output from what the traced module returned (its tensors, in order)."""
@@ -85,6 +92,10 @@ def _tree(inputs: Inputs) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return canonical.args, dict(canonical.kwargs)
 
 
+def _is_size(value: Any) -> bool:
+    return isinstance(value, torch.Size)
+
+
 def _shapes(args: tuple, kwargs: dict[str, Any]) -> list[tuple[int, ...]]:
     return [tuple(leaf.shape) for leaf in pytree.tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
 
@@ -100,11 +111,18 @@ def call_frozen(run: Any, flat: FlatCall | None, traced_on: Inputs, args: tuple,
     if flat is None:  # scripted: called as the model is
         return run(*args, **kwargs)
     args, kwargs = tuple(flat.tensors(args, kwargs)), {}  # traced through FlatCall: the tensors, positionally
+    example = _shapes(tuple(flat.tensors(traced_on.args, dict(traced_on.kwargs))), {})
+    given = _shapes(args, kwargs)
+    fixed = flat.numbers_returned()
+    if fixed and given != example:
+        raise UnsupportedRuntime(
+            f"TorchScript could not script the model and traced it on tensors of shapes {example}; the model "
+            f"returns Python numbers ({', '.join(map(repr, fixed[:3]))}) that the trace fixed at their values "
+            f"there, and a call of shapes {given} may need others"
+        )
     try:
         return flat.output(run(*args))
     except RuntimeError as error:
-        example = _shapes(tuple(flat.tensors(traced_on.args, dict(traced_on.kwargs))), {})
-        given = _shapes(args, kwargs)
         if given == example:
             raise
         raise UnsupportedRuntime(
