@@ -119,5 +119,13 @@ def test_a_traced_size_output_stays_a_size_and_other_shapes_are_refused(name):
     runtime = get_runtime(name)(ReturnsItsShape(), Inputs.of(torch.zeros(2, 3)), RuntimeOptions())
     _, size = runtime(torch.zeros(2, 3))
     assert type(size) is torch.Size and size == (2, 3)  # pytree alone rebuilds a tuple
+    assert all(type(n) is int for n in size)  # not the 0-dim tensors the tracer made them
     with pytest.raises(UnsupportedRuntime, match=r"returns Python numbers \(torch.Size\(\[2, 3\]\)\) that the trace"):
         runtime(torch.zeros(4, 3))
+
+
+def test_a_call_of_another_structure_is_refused_with_the_structures_on_one_line():
+    runtime = get_runtime("torchscript")(ReturnsItsShape(), Inputs.of(torch.zeros(2, 3)), RuntimeOptions())
+    with pytest.raises(UnsupportedRuntime, match=r"^the traced module takes calls shaped \(\(\*,\), \{\}\), not "
+                       r"\(\(\*,\), \{'scale': \*\}\)$"):  # fmt: skip
+        runtime(torch.zeros(2, 3), scale=1.0)

@@ -58,7 +58,9 @@ class FlatCall(torch.nn.Module):
         args, kwargs = pytree.tree_unflatten(leaves, self.structure)
         # a torch.Size stays a leaf: pytree would rebuild it as a plain tuple
         returned, self.returned = pytree.tree_flatten(self.model(*args, **kwargs), is_leaf=_is_size)
-        self.returned_constants = {i: leaf for i, leaf in enumerate(returned) if not isinstance(leaf, torch.Tensor)}
+        self.returned_constants = {
+            i: _untraced(leaf) for i, leaf in enumerate(returned) if not isinstance(leaf, torch.Tensor)
+        }
         return tuple(leaf for leaf in returned if isinstance(leaf, torch.Tensor))
 
     def numbers_returned(self) -> list[Any]:
@@ -78,7 +80,9 @@ class FlatCall(torch.nn.Module):
         """The tensors of the call ``(args, kwargs)``, in the order :meth:`forward` takes them."""
         leaves, structure = pytree.tree_flatten(_tree(Inputs(args, kwargs)))
         if structure != self.structure:
-            raise CallMismatch(f"the traced module takes calls shaped {self.structure}, not {structure}")
+            raise CallMismatch(
+                f"the traced module takes calls shaped {_one_line(self.structure)}, not {_one_line(structure)}"
+            )
         for index, value in self.scalars.items():
             if type(leaves[index]) is not type(value) or leaves[index] != value:
                 raise CallMismatch(
@@ -90,6 +94,29 @@ class FlatCall(torch.nn.Module):
 def _tree(inputs: Inputs) -> tuple[tuple[Any, ...], dict[str, Any]]:
     canonical = inputs.canonical()
     return canonical.args, dict(canonical.kwargs)
+
+
+def _one_line(structure: pytree.TreeSpec) -> str:
+    """A call's structure on one line (a suite's reason shows its first line): ``(args, kwargs)``
+    with ``*`` for each leaf, e.g. ``((*, *), {'y': *, 'scale': *})``."""
+
+    def walk(spec: pytree.TreeSpec) -> str:
+        if spec.is_leaf():
+            return "*"
+        children = [walk(child) for child in spec.children()]
+        if spec.type is dict:
+            return "{" + ", ".join(f"{key!r}: {child}" for key, child in zip(spec.context, children)) + "}"
+        if spec.type is list:
+            return "[" + ", ".join(children) + "]"
+        inner = ", ".join(children) + ("," if len(children) == 1 else "")
+        return f"({inner})" if spec.type is tuple else f"{getattr(spec.type, '__name__', spec.type)}({inner})"
+
+    return walk(structure)
+
+
+def _untraced(value: Any) -> Any:
+    """A returned constant as the model returns it: the tracer makes a size's elements 0-dim tensors."""
+    return torch.Size(int(n) for n in value) if isinstance(value, torch.Size) else value
 
 
 def _is_size(value: Any) -> bool:
