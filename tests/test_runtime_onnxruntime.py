@@ -123,3 +123,15 @@ def test_complex_inputs_and_outputs_are_complex_as_in_eager():
     x, z = torch.randn(2, 4), torch.randn(3, dtype=torch.complex64)
     runtime = get_runtime("onnxruntime")(ComplexInOut(), Inputs.of(x, z), RuntimeOptions())
     compare(runtime(x, z), ComplexInOut()(x, z), rtol=1e-5, atol=1e-5, run="complex")
+
+
+class ReturnsAnInt(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple:
+        return x + 1, 3
+
+
+def test_an_export_failure_says_where_it_happened():
+    # the innermost error alone is "AttributeError: 'int' object has no attribute 'name'"
+    where = r"no attribute 'name' \(Error when translating node return \(add, 3\)\)$"
+    with pytest.raises(UnsupportedRuntime, match=where):
+        get_runtime("onnxruntime")(ReturnsAnInt(), Inputs.of(torch.randn(2)), RuntimeOptions())

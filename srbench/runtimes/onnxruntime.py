@@ -43,11 +43,20 @@ _ORT_ERRORS_ONLY = 3  # onnxruntime's log severity: 0 verbose ... 3 error
 
 def _first_line(error: BaseException) -> str:
     """The first line of the innermost cause: the exporter wraps the reason (``No ONNX function
-    found for ...``) in errors whose own first lines only say which step failed."""
-    while error.__cause__ is not None:
-        error = error.__cause__
+    found for ...``) in errors whose own first lines only say which step failed. Where the
+    innermost is wrapped twice, its wrapper's line follows in parentheses, saying where it
+    happened (``'int' object has no attribute 'name'`` alone does not: ``(Error when translating
+    node return (add, 3))`` does)."""
+    chain = [error]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    where = _line(chain[-2]).split(". See the stack trace")[0] if len(chain) > 2 else ""
+    return f"{type(chain[-1]).__name__}: {_line(chain[-1])}" + (f" ({where})" if where else "")
+
+
+def _line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"
+    return text[0] if text else ""
 
 
 @contextlib.contextmanager
