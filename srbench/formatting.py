@@ -1,4 +1,5 @@
-"""Numbers and tables for a person: byte sizes, durations, and aligned text tables.
+"""Numbers and tables for a person: byte sizes, durations, aligned text tables, and the one
+line of an error that a refusal quotes.
 
 Every command that prints for a terminal (``srbench plan``, ``compare``, ``models``) formats
 through these, so sizes read the same everywhere and every table aligns the same way.
@@ -93,3 +94,12 @@ def escape_markdown(text: str) -> str:
         else:
             escaped.append(char)
     return "".join(escaped)
+
+
+def error_summary(error: BaseException) -> str:
+    """``'TypeError: first line of the message'`` (the type alone for an empty message): what a
+    refusal quotes of an error from torch, the exporter or a peer runtime, whose later lines are
+    stack traces and advice."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__

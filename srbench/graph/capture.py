@@ -23,6 +23,7 @@ from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 from torch.export.graph_signature import InputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
 from srbench.graph.eager_paths import eager_inference_paths
 from srbench.graph.nodes import written_arguments
@@ -98,11 +99,11 @@ def _reason(error: BaseException) -> str:
         return (
             "the model's Python reads a tensor's value to decide what to run (a branch, a loop or a "
             "size taken from data), which a captured graph cannot hold; write the branch with "
-            f"torch.cond (loops: torch.while_loop), or decide outside the model ({_first_line(error)})"
+            f"torch.cond (loops: torch.while_loop), or decide outside the model ({error_summary(error)})"
         )
     if isinstance(error, NotImplementedError) and "Generator" in str(error):
-        return f"{_GENERATOR} ({_first_line(error)})"  # torch 2.11's export refuses it outright
-    return _first_line(error)
+        return f"{_GENERATOR} ({error_summary(error)})"  # torch 2.11's export refuses it outright
+    return error_summary(error)
 
 
 @dataclass(frozen=True)
@@ -124,19 +125,13 @@ class CapturedGraph:
         return self.graph_module.graph
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(error).__name__}: {first}" if first else type(error).__name__
-
-
 def _lowering_reason(error: BaseException) -> str:
     """Why torch's lowering to core ATen failed on a model ``torch.export`` captured: the error
     and the decomposition it names (``take`` of a 0-d tensor reads its index's value in
     ``_decomp/decompositions.py``), not the model's code, which :func:`_reason` would blame."""
     where = re.search(r"Caused by: \(([^)]*)\)", str(error))
     at = f" in torch's decomposition at {where.group(1)}" if where else ""
-    failed = f"torch's lowering to core ATen (decompose=True) failed{at}: {_first_line(error)}"
+    failed = f"torch's lowering to core ATen (decompose=True) failed{at}: {error_summary(error)}"
     return f"{failed}; the model can be prepared without decompose"
 
 

@@ -17,9 +17,10 @@ from typing import Any, ClassVar
 
 import torch
 
+from srbench.formatting import error_summary
 from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions, UnsupportedRuntime
-from srbench.runtimes.torchscript import _first_line, call_frozen, frozen_torchscript
+from srbench.runtimes.torchscript import call_frozen, frozen_torchscript
 
 _UNSUPPORTED = "Found unsupported op:"  # what Static Runtime logs, per op, before it refuses a graph
 
@@ -59,7 +60,7 @@ class CxxStaticRuntime:
                 self.module = torch._C._jit_to_static_module(frozen._c)
         except RuntimeError as error:
             ops = sorted({line.split(_UNSUPPORTED, 1)[1].strip() for line in said if _UNSUPPORTED in line})
-            why = f"it has ops Static Runtime does not run: {', '.join(ops)}" if ops else _first_line(error)
+            why = f"it has ops Static Runtime does not run: {', '.join(ops)}" if ops else error_summary(error)
             raise UnsupportedRuntime(f"Static Runtime cannot load the frozen {made} module: {why}") from error
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -32,6 +32,7 @@ import torch
 from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
 from torch.utils import _pytree as pytree
 
+from srbench.formatting import error_summary
 from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime
 
@@ -51,7 +52,7 @@ def _first_line(error: BaseException) -> str:
     while chain[-1].__cause__ is not None:
         chain.append(chain[-1].__cause__)
     where = _line(chain[-2]).split(". See the stack trace")[0] if len(chain) > 2 else ""
-    return f"{type(chain[-1]).__name__}: {_line(chain[-1])}" + (f" ({where})" if where else "")
+    return error_summary(chain[-1]) + (f" ({where})" if where else "")
 
 
 def _line(error: BaseException) -> str:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import torch
 from torch.utils import _pytree as pytree
 
+from srbench.formatting import error_summary
 from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, quiet_jit
 
@@ -28,11 +29,6 @@ from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, quiet_jit
 class CallMismatch(UnsupportedRuntime):
     """A call unlike the one a traced module was made for (structure or scalar values): the
     trace's limit, which suites report as an expected failure with this reason."""
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
 class FlatCall(torch.nn.Module):
@@ -154,7 +150,7 @@ def call_frozen(run: Any, flat: FlatCall | None, traced_on: Inputs, args: tuple,
             raise
         raise UnsupportedRuntime(
             f"TorchScript could not script the model and traced it on tensors of shapes {example}; "
-            f"the trace does not fit a call of shapes {given}: {_first_line(error)}"
+            f"the trace does not fit a call of shapes {given}: {error_summary(error)}"
         ) from error
 
 
@@ -182,15 +178,15 @@ def frozen_torchscript(
                     scripted, how = torch.jit.trace(flat, tensors, check_trace=False, strict=False), "trace"
             except Exception as trace_error:
                 raise UnsupportedRuntime(
-                    f"TorchScript can neither script ({_first_line(script_error)}) "
-                    f"nor trace ({_first_line(trace_error)}) {type(model).__name__}"
+                    f"TorchScript can neither script ({error_summary(script_error)}) "
+                    f"nor trace ({error_summary(trace_error)}) {type(model).__name__}"
                 ) from trace_error
         try:
             return torch.jit.freeze(scripted.eval()), how, flat
         except Exception as freeze_error:
             raise UnsupportedRuntime(
                 f"torch.jit.freeze failed on the {how}{'d' if how == 'trace' else 'ed'} module: "
-                f"{_first_line(freeze_error)}"
+                f"{error_summary(freeze_error)}"
             ) from freeze_error
 
 
