@@ -4,7 +4,10 @@ managed outputs, decompose).
 
 Preparing raises ``srbench.graph.CaptureError`` when ``torch.export`` cannot capture the model,
 and :class:`UnsupportedRuntime` when an op of the graph can run neither with an out variant nor
-as a fallback; suites report both as expected failures with the reason.
+as a fallback, or when the example call passes an argument the runtime does not take (a sparse
+or nested tensor: :class:`~srbench.static.InputSignatureError` at prepare time); suites report
+them as expected failures with the reason. An ``InputSignatureError`` at a later call (another
+structure than the example's) stays one: the runtime took the model, the call is the user's.
 """
 
 from __future__ import annotations
@@ -24,11 +27,11 @@ class SrbenchRuntime:
     slow: ClassVar[bool] = False
 
     def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
-        from srbench.static import StaticModule, UnsupportedOpError
+        from srbench.static import InputSignatureError, StaticModule, UnsupportedOpError
 
         try:  # RuntimeOptions are StaticOptions: every static option reaches the runtime as is
             self.module = StaticModule(model, example_inputs, options, name=type(model).__name__)
-        except UnsupportedOpError as error:
+        except (UnsupportedOpError, InputSignatureError) as error:
             raise UnsupportedRuntime(str(error)) from error
         self.runtime = self.module.runtime()
 
