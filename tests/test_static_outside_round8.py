@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_static_outside_round6 import randn  # the sixth round's protocol
+from test_static_outside_round6 import OPTIONS, randn  # the sixth round's protocol
 from torch import nn
 
 from srbench.inputs import Inputs
+from srbench.options import StaticOptions
 from srbench.runtimes import UnsupportedRuntime, get_runtime
+from srbench.static import StaticModule
 
 
 class SparseArgument(nn.Module):
@@ -25,3 +27,30 @@ def test_a_sparse_argument_is_an_expected_failure_through_the_plugin():
     adjacency = torch.eye(3).to_sparse()
     with pytest.raises(UnsupportedRuntime, match="input adjacency is a sparse_coo tensor"):
         get_runtime("srbench")(SparseArgument(), Inputs.of(adjacency, randn(3, 2)))
+
+
+class ReturnsCounter(nn.Module):
+    count: torch.Tensor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self.count += 1
+        return x * self.count, self.count, self.count.view(1)
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_a_buffer_written_and_returned_is_the_buffer(options: StaticOptions):
+    """Eager returns a buffer it increments as the buffer itself (and a view of it), which the
+    next call changes. Under ``decompose`` the functionalized graph returns the new value as a
+    tensor of its own and writes it back into the buffer: the outputs were a copy, shared with
+    nothing. They are the buffer now, as were inputs written and returned."""
+    model = ReturnsCounter().eval()
+    runtime = StaticModule(model, Inputs.of(randn(2, 3)), options).runtime()
+    for calls in (1, 2):
+        scaled, count, view = runtime(randn(2, 3))
+        assert count is model.count and int(count) == calls
+        assert view.data_ptr() == model.count.data_ptr()
+        torch.testing.assert_close(scaled, randn(2, 3) * calls)

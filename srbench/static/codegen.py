@@ -155,8 +155,9 @@ class StaticView:
 
 @dataclass(frozen=True)
 class ReturnedInput:
-    """A graph output that eager returns as one of its inputs (``view`` is ``None``) or as a view
-    of it: ``view`` is the output's shape, strides and storage offset relative to the input's."""
+    """A graph output that eager returns as one of its inputs, or a buffer or parameter it writes
+    (``view`` is ``None``), or as a view of it: ``view`` is the output's shape, strides and storage
+    offset relative to the placeholder's."""
 
     input: str
     view: tuple[tuple[int, ...], tuple[int, ...], int] | None = None

@@ -389,19 +389,21 @@ def _plan(records: Sequence[TensorUsageRecord], planner: str) -> PlanResult | No
 
 
 def _returned_inputs(
-    graph: torch.fx.Graph, mutations: Mapping[int, str], user_inputs: Sequence[str], analysis: LifetimeAnalysis
+    graph: torch.fx.Graph, mutations: Mapping[int, str], analysis: LifetimeAnalysis
 ) -> dict[int, ReturnedInput]:
-    """Outputs of a functionalized graph that eager returns as (a view of) an input it writes:
-    flat output index -> the input, and the view's geometry relative to the input's start. A view
-    is regenerated only where the new value is laid out as the input is, so the view's strides
-    mean the same bytes of the input."""
+    """Outputs of a functionalized graph that eager returns as (a view of) an input, buffer or
+    parameter it writes: flat output index -> that placeholder, and the view's geometry relative
+    to its start. A view is regenerated only where the new value is laid out as the placeholder
+    is, so the view's strides mean the same bytes of it. A buffer written in place and returned
+    (``self.count += 1; return self.count``) is the buffer itself in eager, which the next call
+    changes; the graph's new value is a tensor of its own, which the write-back only copies."""
     output = next(node for node in graph.nodes if node.op == "output")
     outputs = list(output.args[0])
     placeholders = {node.name: node for node in graph.nodes if node.op == "placeholder"}
-    written: dict[str, tuple[torch.fx.Node, str]] = {}  # storage -> (new value node, input it goes to)
+    written: dict[str, tuple[torch.fx.Node, str]] = {}  # storage -> (new value node, placeholder it goes to)
     for index, target in mutations.items():
         node = outputs[index]
-        if target in user_inputs and isinstance(node, torch.fx.Node) and node.op == "call_function":
+        if isinstance(node, torch.fx.Node) and node.op == "call_function":
             written[analysis.storage_of.get(node.name, node.name)] = (node, target)
     returned: dict[int, ReturnedInput] = {}
     for index, value in enumerate(outputs):
@@ -581,7 +583,7 @@ def prepare_graph(
             return choose(reuse=True, hosting=hosting) if hosting.plans else single
 
         out_spec = captured.exported.call_spec.out_spec
-        returned_inputs = _returned_inputs(graph, mutations, user_inputs, analysis)
+        returned_inputs = _returned_inputs(graph, mutations, analysis)
         # a functionalized graph that writes an input is exact only for inputs not sharing memory
         disjoint_inputs = any(target in user_inputs for target in mutations.values())
 
