@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import itertools
 import os
 import re
@@ -143,10 +144,13 @@ def _same_constants(a: list[Any], b: list[Any]) -> bool:
         return False
 
 
-def _samples(case: OpCase, seed: int) -> list[SampleCall]:
+def _samples(case: OpCase, seed: int, *, reference: bool = False) -> list[SampleCall]:
+    """The OpInfo's samples for ``case.dtype``, drawn under ``seed``; ``reference``: its
+    reference inputs (more of them, extremal values and shapes) in place of its sample inputs."""
+    make = case.op.reference_inputs if reference else case.op.sample_inputs
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        return [SampleCall.of(s) for s in case.op.sample_inputs("cpu", case.dtype, requires_grad=False)]
+        return [SampleCall.of(s) for s in make("cpu", case.dtype, requires_grad=False)]
 
 
 def _eager_runs(model: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> Exception | None:
@@ -356,8 +360,11 @@ def test_opinfo_matches_eager(
 # The extended sweep: what the sweep above leaves out. Each OpInfo that supports float32 runs
 # lowered to core ATen (every op through an .out overload), on two streams, with its Python
 # scalars as inputs that change between calls, and from several threads at once; each that
-# supports one of SWEEP_DTYPES runs in it. CI runs every CI_EVERY-th case of each group (a
-# different offset per group); SRBENCH_OPINFO_SWEEP=full runs them all (README: what it found).
+# supports one of SWEEP_DTYPES runs in it. Each also runs on every one of its float32 samples
+# (the sweeps above take the first that eager runs and torch.export captures), and on its
+# reference inputs where it makes its own. CI runs every CI_EVERY-th case of each group (a
+# different offset per group; CI_SAMPLES samples at most of an every-sample case);
+# SRBENCH_OPINFO_SWEEP=full runs them all (README: what it found).
 
 
 class Sweep(enum.Enum):
@@ -368,6 +375,8 @@ class Sweep(enum.Enum):
     DTYPE = "dtype"
     SCALARS = "scalars"
     THREADS = "threads"
+    SAMPLES = "every_sample"
+    REFERENCE = "reference_inputs"
 
 
 SWEEP_OPTIONS = {
@@ -387,6 +396,7 @@ TOLERANCES = {
 THREADS = 3
 FULL_SWEEP = os.environ.get("SRBENCH_OPINFO_SWEEP") == "full"
 CI_EVERY = 40
+CI_SAMPLES = 20  # CI's every-sample cases run at most this many of an OpInfo's samples (some make 1,440)
 
 
 @dataclass(frozen=True)
@@ -406,7 +416,11 @@ def _sweep_cases(full: bool) -> list[SweepCase]:
     groups: dict[tuple[Sweep, torch.dtype], list[SweepCase]] = {}
     for op in op_db:
         dtypes = op.supported_dtypes("cpu")
-        wanted = [(sweep, torch.float32) for sweep in Sweep if sweep is not Sweep.DTYPE and torch.float32 in dtypes]
+        float32 = [sweep for sweep in Sweep if sweep is not Sweep.DTYPE and torch.float32 in dtypes]
+        # reference inputs where the OpInfo makes its own (otherwise they are its sample inputs)
+        wanted = [
+            (sweep, torch.float32) for sweep in float32 if sweep is not Sweep.REFERENCE or op.reference_inputs_func
+        ]
         wanted += [(Sweep.DTYPE, dtype) for dtype in SWEEP_DTYPES if dtype in dtypes]
         for sweep, dtype in wanted:
             groups.setdefault((sweep, dtype), []).append(SweepCase(op, dtype, sweep))
@@ -543,12 +557,103 @@ def run_threads(call: OpCall, aliasing: Callable[[Any, Inputs], Any], *, rtol: f
         raise errors[0]
 
 
+class Outcome(enum.Enum):
+    """What became of one sample in the every-sample groups."""
+
+    PASSED = "passed"
+    EAGER_REFUSES = "eager refuses"  # not the op's answer to give
+    EXPECTED = "expected failure"  # torch.export's refusal, sparse inputs, or srbench's own refusal
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """One sample's outcome, with the sample's shapes and the reason (an error's first line)."""
+
+    index: int
+    shapes: list[tuple[int, ...]]
+    outcome: Outcome
+    reason: str = ""
+
+    def __str__(self) -> str:
+        return f"sample {self.index} {self.shapes}: {self.reason}"
+
+
+def _first_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
+
+
+def sample_result(
+    op: Any, index: int, call: SampleCall, twin: SampleCall | None, aliasing: Callable[[Any, Inputs], Any]
+) -> SampleResult:
+    """One sample through the protocol under the default options (the sample, fresh values of
+    its shapes, the sample again). Eager's refusal is no case; a failure is an expected one only
+    where ``torch.export`` itself refuses the sample (tried after srbench's failure, so never
+    mistaken for it), the sample is sparse, or srbench refuses it at prepare time with a reason."""
+    model, result = OneOp(op.op, call.spec, call.constants), functools.partial(SampleResult, index, call.shapes)
+    if (refusal := _eager_runs(model, call.tensors)) is not None:
+        return result(Outcome.EAGER_REFUSES, _first_line(refusal))
+    fresh = twin if twin is not None and twin.same_call(call) and twin.shapes == call.shapes else call
+    try:
+        run_protocol(
+            OpCall(model, Inputs(call.tensors), Inputs(fresh.tensors), None),
+            StaticOptions(),
+            aliasing,
+            rtol=TOLERANCES[torch.float32][0],
+            atol=TOLERANCES[torch.float32][1],
+        )
+    except Exception as error:
+        if isinstance(error, InputSignatureError) and any(t.layout != torch.strided for t in call.tensors):
+            return result(Outcome.EXPECTED, "srbench takes strided inputs only: a sparse input")
+        if (export_refusal := _export_refusal(model, call.tensors)) is not None:
+            return result(Outcome.EXPECTED, export_refusal)
+        if isinstance(error, (UnsupportedOpError, CaptureError)):
+            return result(Outcome.EXPECTED, f"srbench refuses: {_first_line(error)}")
+        return result(Outcome.FAILED, _first_line(error))
+    return result(Outcome.PASSED)
+
+
+def run_every_sample(
+    case: SweepCase, aliasing: Callable[[Any, Inputs], Any], record_property: Callable[[str, object], None]
+) -> None:
+    """Every sample of the OpInfo (its reference inputs for ``Sweep.REFERENCE``) through
+    :func:`sample_result`; fails listing every failing sample, xfails where none passed and some
+    were expected failures, skips where eager refuses them all."""
+    reference = case.sweep is Sweep.REFERENCE
+    op_case = OpCase(case.op, case.dtype, StaticOptions())
+    samples, twins = _samples(op_case, seed=0, reference=reference), _samples(op_case, seed=1, reference=reference)
+    if not samples:
+        pytest.skip(f"OpInfo has no {case.dtype} sample on the CPU")
+    step = 1 if FULL_SWEEP else -(-len(samples) // CI_SAMPLES)  # CI: a few, spread over the samples
+    results = [
+        sample_result(case.op, index, samples[index], twins[index] if index < len(twins) else None, aliasing)
+        for index in range(0, len(samples), step)
+    ]
+    by_outcome = {outcome: [r for r in results if r.outcome is outcome] for outcome in Outcome}
+    record_property("samples", {outcome.value: len(found) for outcome, found in by_outcome.items()})
+    record_property("expected", sorted({r.reason for r in by_outcome[Outcome.EXPECTED]}))
+    if failed := by_outcome[Outcome.FAILED]:
+        raise AssertionError(
+            f"{len(failed)} of {len(results)} samples differ from eager:\n" + "\n".join(map(str, failed))
+        )
+    if not by_outcome[Outcome.PASSED]:
+        if expected := by_outcome[Outcome.EXPECTED]:
+            pytest.xfail(str(expected[0]))
+        pytest.skip(f"eager refuses every sample ({len(results)})")
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore")  # deprecated ops, experimental dtypes: eager's warnings, not srbench's
 @pytest.mark.parametrize("case", SWEEP_CASES, ids=[case.id for case in SWEEP_CASES])
 def test_opinfo_sweep_matches_eager(
-    case: SweepCase, one_thread: None, output_aliasing: Callable[[Any, Inputs], Any]
+    case: SweepCase,
+    one_thread: None,
+    output_aliasing: Callable[[Any, Inputs], Any],
+    record_property: Callable[[str, object], None],
 ) -> None:
+    if case.sweep in (Sweep.SAMPLES, Sweep.REFERENCE):
+        run_every_sample(case, output_aliasing, record_property)
+        return
     rtol, atol = TOLERANCES.get(case.dtype, (0.0, 0.0))
     call = op_call(OpCase(case.op, case.dtype, StaticOptions()), has_numbers if case.sweep is Sweep.SCALARS else _any)
     with refusal_expected():
