@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import torch
 from torch.export import ExportedProgram
 from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
@@ -119,10 +120,35 @@ class CapturedGraph:
     exported: torch.export.ExportedProgram
     graph_module: torch.fx.GraphModule
     example_inputs: Inputs
+    # the user outputs (by position among them) that eager returns as a parameter or buffer or a
+    # view of one, told from the graph export traced: lowering (``decompose``) makes a buffer
+    # written in place and returned (``self.count += 1; return self.count``) look like one
+    # assigned anew (``self.ema = ...; return self.ema``), whose output is a tensor of its own
+    returns_state: frozenset[int] = frozenset()
 
     @property
     def graph(self) -> torch.fx.Graph:
         return self.graph_module.graph
+
+
+def _outputs_sharing_state(exported: ExportedProgram) -> frozenset[int]:
+    """The positions among ``exported``'s user outputs of those sharing memory with a parameter
+    or buffer (its fake values share a storage)."""
+
+    def storage(node: object) -> StorageWeakRef | None:
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
+            return None
+        return StorageWeakRef(value.untyped_storage())
+
+    placeholders = {node.name: node for node in exported.graph.nodes if node.op == "placeholder"}
+    state_kinds = (InputKind.PARAMETER, InputKind.BUFFER)
+    state = {storage(placeholders[spec.arg.name]) for spec in exported.graph_signature.input_specs
+             if spec.kind in state_kinds and spec.arg.name in placeholders} - {None}  # fmt: skip
+    output = next(node for node in exported.graph.nodes if node.op == "output")
+    user = [value for value, spec in zip(output.args[0], exported.graph_signature.output_specs)
+            if spec.kind == OutputKind.USER_OUTPUT]  # fmt: skip
+    return frozenset(position for position, value in enumerate(user) if storage(value) in state)
 
 
 def _lowering_reason(error: BaseException) -> str:
@@ -288,6 +314,7 @@ def capture(
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
             raise CaptureError(name, _reason(error), model_source_line(error)) from error
+        returns_state = _outputs_sharing_state(exported)
         if decompose and not _writes_through_unmarked_views(exported.graph):
             try:
                 exported = _without_effect_tokens(_decomposed(exported, lambda: _export_with_grad(model, inputs)))
@@ -300,4 +327,5 @@ def capture(
                 raise CaptureError(name, _lowering_reason(error)) from error
     if any(isinstance(value, torch.Generator) for value in exported.constants.values()):
         raise CaptureError(name, _GENERATOR)
-    return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs)
+    return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs,
+                         returns_state=returns_state)  # fmt: skip

@@ -389,14 +389,20 @@ def _plan(records: Sequence[TensorUsageRecord], planner: str) -> PlanResult | No
 
 
 def _returned_inputs(
-    graph: torch.fx.Graph, mutations: Mapping[int, str], analysis: LifetimeAnalysis
+    graph: torch.fx.Graph,
+    mutations: Mapping[int, str],
+    user_inputs: Sequence[str],
+    returns_state: frozenset[int],
+    analysis: LifetimeAnalysis,
 ) -> dict[int, ReturnedInput]:
     """Outputs of a functionalized graph that eager returns as (a view of) an input, buffer or
     parameter it writes: flat output index -> that placeholder, and the view's geometry relative
     to its start. A view is regenerated only where the new value is laid out as the placeholder
     is, so the view's strides mean the same bytes of it. A buffer written in place and returned
     (``self.count += 1; return self.count``) is the buffer itself in eager, which the next call
-    changes; the graph's new value is a tensor of its own, which the write-back only copies."""
+    changes; the graph's new value is a tensor of its own, which the write-back only copies. A
+    buffer assigned anew (``self.ema = ...``) and returned is not: ``returns_state`` (the user
+    outputs sharing state in the graph export traced) tells which eager returns."""
     output = next(node for node in graph.nodes if node.op == "output")
     outputs = list(output.args[0])
     placeholders = {node.name: node for node in graph.nodes if node.op == "placeholder"}
@@ -405,6 +411,9 @@ def _returned_inputs(
         node = outputs[index]
         if isinstance(node, torch.fx.Node) and node.op == "call_function":
             written[analysis.storage_of.get(node.name, node.name)] = (node, target)
+    user_positions = {
+        index: position for position, index in enumerate(i for i in range(len(outputs)) if i not in mutations)
+    }
     returned: dict[int, ReturnedInput] = {}
     for index, value in enumerate(outputs):
         if index in mutations or not isinstance(value, torch.fx.Node):
@@ -413,6 +422,8 @@ def _returned_inputs(
         if found is None:
             continue
         new_value, target = found
+        if target not in user_inputs and user_positions[index] not in returns_state:
+            continue
         if value is new_value:
             returned[index] = ReturnedInput(target)
             continue
@@ -583,7 +594,7 @@ def prepare_graph(
             return choose(reuse=True, hosting=hosting) if hosting.plans else single
 
         out_spec = captured.exported.call_spec.out_spec
-        returned_inputs = _returned_inputs(graph, mutations, analysis)
+        returned_inputs = _returned_inputs(graph, mutations, user_inputs, captured.returns_state, analysis)
         # a functionalized graph that writes an input is exact only for inputs not sharing memory
         disjoint_inputs = any(target in user_inputs for target in mutations.values())
 
