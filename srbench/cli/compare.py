@@ -145,6 +145,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     if unknown:
         return ExitStatus.UNUSABLE
     try:
+        _check_observed(args.observe or [])
         sources, failures = _sources(args)
         _check_layouts(args.layout or [], [source.name for source in sources], planners)
     except LookupError as error:
@@ -212,6 +213,20 @@ def _check_layouts(layouts: Sequence[tuple[str, str]], sources: Sequence[str], p
             raise UnknownPluginError(
                 f"--layout {model}:{planner}: " + unknown_name_message("compared planner", planner, list(planners))
             )
+
+
+def _check_observed(models: Sequence[str]) -> None:
+    """Refuse an unknown ``--observe`` model before anything runs, as an unknown ``--models`` one is.
+
+    Raises LookupError (with the known names); the picture is drawn only after the comparison,
+    so a misspelt name found there would cost the whole run's time and then exit 1.
+    """
+    if models:
+        from srbench.zoo import load_zoo
+
+        zoo = load_zoo()
+        for name in models:
+            zoo.get(name)  # UnknownPluginError is a LookupError
 
 
 def _sources(args: argparse.Namespace) -> tuple[list[Source], list[str]]:
