@@ -81,3 +81,27 @@ def test_a_buffer_assigned_anew_and_returned_is_not_the_buffer(options: StaticOp
     _, second = runtime(randn(2, 3, seed=1))
     torch.testing.assert_close(first, held)
     torch.testing.assert_close(model.average, second)
+
+
+class PermutedView(nn.Module):
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return (tokens * 2).permute(0, 2, 1).view(1, 4, 2, 3)
+
+
+def test_an_output_differing_in_the_stride_of_a_dimension_of_size_one_is_not_copied():
+    """After a rewrite, an output whose strides differ from the captured ones only where a
+    dimension has size 1 (its stride means nothing) was copied contiguous, another layout than
+    eager's: CvT's last hidden state, a view of a permute at batch 1 (captured batch stride 240,
+    48 after the fused convolutions upstream), came back with strides (192, 4, 2, 1) for eager's
+    (48, 1, 96, 48). Strides are compared as layouts now."""
+    from srbench.static.passes.apply import _output_strides, _restore_layouts
+
+    graph = torch.export.export(PermutedView(), (randn(1, 6, 4),)).graph
+    captured = _output_strides(graph)
+    output = next(node for node in graph.nodes if node.op == "output")
+    view = output.args[0][0]
+    meta = view.meta["val"]
+    view.meta["val"] = meta.as_strided(meta.shape, (999, *meta.stride()[1:]))  # another stride for the batch of one
+    _restore_layouts(graph, {}, captured)
+    assert output.args[0][0] is view
+    assert not [node for node in graph.nodes if node.target == torch.ops.aten.clone.default]

@@ -250,6 +250,11 @@ def _strides(node: torch.fx.Node) -> tuple[int, ...] | None:
     return tuple(meta.stride()) if isinstance(meta, torch.Tensor) else None
 
 
+def _laid_out_as(node: torch.fx.Node, strides: tuple[int, ...] | None) -> bool:
+    meta = node.meta.get("val")
+    return isinstance(meta, torch.Tensor) and strides is not None and same_layout(meta.shape, meta.stride(), strides)
+
+
 def _output_strides(graph: torch.fx.Graph) -> list[tuple[tuple[int, ...] | None, tuple[int, ...] | None]]:
     """The strides of the graph's outputs, by position, each with the strides of the tensor its
     chain of views starts from (itself where it is no view)."""
@@ -308,11 +313,14 @@ def _restore_layouts(
         if wanted is None or not isinstance(meta, torch.Tensor):
             return node
         root, views = _view_chain(node)
-        if meta.stride() == wanted and (not views or _strides(root) == root_wanted):
+        # strides compared as layouts: a dimension of size 1 (a batch of one) may have any stride,
+        # and a lowering or a rewrite upstream can give it another (CvT's last hidden state, a
+        # view of a permute at batch 1, was copied contiguous for a batch stride of 48 against 240)
+        if _laid_out_as(node, wanted) and (not views or _laid_out_as(root, root_wanted)):
             return node
         if views:
             replayed = _replay_views(graph, views, copy_of(root, output), output)
-            if replayed.meta["val"].stride() == wanted:
+            if _laid_out_as(replayed, wanted):
                 left.extend(views)
                 return replayed
             _erase_chain(graph, replayed, views)
