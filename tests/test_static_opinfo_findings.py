@@ -85,3 +85,18 @@ def test_an_op_eager_refuses_is_refused_though_an_out_kernel_of_it_runs():
         runtime(empty)
     x = torch.randn(2, 3)
     assert runtime(x) == x.max()
+
+
+class MaskedSelect(torch.nn.Module):
+    def forward(self, x, mask):
+        return torch.masked_select(x, mask)
+
+
+def test_a_failing_check_of_torch_exports_own_is_named_as_such():
+    # every-sample sweep: masked_select with a mask broadcast larger than its input; export
+    # bounds the data-dependent result size by the input's and its own program fails the check
+    x, mask = torch.randn(5), torch.ones(3, 5, dtype=torch.bool)
+    assert MaskedSelect()(x, mask).shape == (15,)
+    with pytest.raises(UnsupportedOpError, match=r"runtime check torch\.export put in the graph") as raised:
+        StaticModule(MaskedSelect(), (x, mask))
+    assert raised.value.op.startswith("aten::_assert") and "Runtime assertion failed" in str(raised.value)

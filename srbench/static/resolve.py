@@ -314,6 +314,24 @@ def _try_same(call: Call, env: Mapping[str, Any], reference: Any, same: Callable
     return ran and same(result, reference)
 
 
+def _failure_on_examples(op: torch._ops.OpOverload, error: BaseException) -> str:
+    """Why an op whose own kernel raised on the example inputs is refused.
+
+    A graph's ``_assert_*`` and ``sym_constrain_range*`` nodes are checks torch.export adds on
+    sizes it could not decide while tracing (a data-dependent size bounded by an input's, say):
+    one that fails on the very inputs the model was captured on is torch.export's own limit,
+    and the exported program refuses them the same way, so the reason says so rather than
+    reading as a failing op of the model's.
+    """
+    failure = f"{type(error).__name__}: {error}"
+    if op._schema.name.startswith(("aten::_assert", "aten::sym_constrain_range")):
+        return (
+            "it is a runtime check torch.export put in the graph, and the example inputs fail it "
+            f"(as they fail the exported program itself): {failure}"
+        )
+    return f"it failed on the example inputs ({failure})"
+
+
 def _try(fn: Callable[[], Any]) -> tuple[bool, Any]:
     """Run one trial of resolving: its result, or the error it raised (see :func:`_trial`)."""
     ok, value, _ = _trial(fn)
@@ -605,7 +623,7 @@ class Resolver:
             attempts.append((call, trial, _try(partial(invoke, call, trial))))
         ok, reference = self._reference(node, op)
         if not ok:
-            raise UnsupportedOpError(kind, node.name, f"it failed on the example inputs: {reference}")
+            raise UnsupportedOpError(kind, node.name, _failure_on_examples(op, reference))
         self.env[node.name] = reference
         category = Category.INPLACE if all_alias else Category.MUTATING
         for call, trial, (ran, result) in attempts:
@@ -646,12 +664,8 @@ class Resolver:
             outs = [(call, buffers) for call, buffers in outs if call.label.startswith(REGISTERED_LABEL)]
         fallbacks = self._working_fallbacks(node, op, reference) if ok else []
         if not outs and not fallbacks:
-            reason = (
-                f"it failed on the example inputs ({type(reference).__name__}: {reference})"
-                if not ok
-                else "no candidate matched"
-            )
-            raise UnsupportedOpError(kind, node.name, f"no out variant found, and {reason}")
+            reason = _failure_on_examples(op, reference) if not ok else "no out variant found, and no candidate matched"
+            raise UnsupportedOpError(kind, node.name, reason)
         registered = [call for call, _ in outs if call.label.startswith(REGISTERED_LABEL)]
         out_call: Call | None
         if registered:  # the user's choice is taken as is, not raced against the others
