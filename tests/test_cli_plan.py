@@ -274,4 +274,15 @@ def test_bad_option_values_are_rejected(capsys, argv):
     with pytest.raises(SystemExit) as exit_info:
         main(["plan", "--model", "mlp", *argv])
     assert exit_info.value.code == 2
-    assert "expected" in capsys.readouterr().err
+    [line] = capsys.readouterr().err.splitlines()  # one line, as every srbench problem: no usage dump
+    assert (
+        line.startswith("srbench plan: argument ") and "expected" in line and line.endswith("(see srbench plan --help)")
+    )
+
+
+def test_an_unknown_command_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plna"])
+    assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("srbench: argument COMMAND: invalid choice: 'plna'")

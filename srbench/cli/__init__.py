@@ -7,7 +7,7 @@ subcommand touches no other file. Heavy imports (torch) happen inside ``run``, k
 
 Every command exits with :class:`srbench.cli._args.ExitStatus`: 0 when everything asked for was
 done, 1 when some sources or cases failed (each said in one line on stderr), 2 for a usage error
-or when nothing could run; argparse's own usage errors are 2 as well. Ctrl-C is 130, as in shells.
+or when nothing could run; argparse's own usage errors are 2 as well, in one line too. Ctrl-C is 130, as in shells.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from srbench.cli._args import ExitStatus
 from srbench.registry import PluginConflict
@@ -25,8 +26,18 @@ from srbench.registry import PluginConflict
 INTERRUPTED = 128 + 2  # killed by SIGINT, as a shell reports it
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse's parser, its usage errors one line on stderr as every other srbench problem is
+    (``srbench plan: argument --time-limit: expected a positive number, got 'abc'``), where
+    argparse prints the whole usage first; the subcommands' parsers are of this class too
+    (``add_subparsers`` makes its parsers of the parent's class). The usage is one ``--help`` away."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(ExitStatus.UNUSABLE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="srbench",
         description="Static runtimes and memory planners for PyTorch inference: plan, run, compare.",
     )
