@@ -282,7 +282,10 @@ def unspecified_values(module: StaticModule) -> bool:
 
 
 def _held(outputs: Any) -> Any:
-    return pytree.tree_map_only(torch.Tensor, torch.clone, outputs)
+    """What the caller's outputs hold now, to compare with after later runs: tensors cloned, the
+    rest as it is (a ``torch.Size`` a leaf: pytree rebuilds one as a tuple, which then differed
+    from the output it was saved from, and ``broadcast_shapes`` failed on the sweep's side)."""
+    return pytree.tree_map_only(torch.Tensor, torch.clone, outputs, is_leaf=lambda value: isinstance(value, torch.Size))
 
 
 def eager_answers(model: torch.nn.Module, runs: list[tuple[str, Inputs]]) -> dict[str, tuple[Any, Inputs]]:
