@@ -96,10 +96,15 @@ def escape_markdown(text: str) -> str:
     return "".join(escaped)
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (``""`` for an empty one)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
 def error_summary(error: BaseException) -> str:
     """``'TypeError: first line of the message'`` (the type alone for an empty message): what a
     refusal quotes of an error from torch, the exporter or a peer runtime, whose later lines are
     stack traces and advice."""
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else ""
+    first = first_line(error)
     return f"{type(error).__name__}: {first}" if first else type(error).__name__

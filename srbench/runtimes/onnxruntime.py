@@ -32,7 +32,7 @@ import torch
 from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
 from torch.utils import _pytree as pytree
 
-from srbench.formatting import error_summary
+from srbench.formatting import error_summary, first_line
 from srbench.inputs import Inputs
 from srbench.runtimes import RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime
 
@@ -42,7 +42,7 @@ _EXPORT_LOGGERS = ("torch.onnx", "onnxscript", "onnx_ir")
 _ORT_ERRORS_ONLY = 3  # onnxruntime's log severity: 0 verbose ... 3 error
 
 
-def _first_line(error: BaseException) -> str:
+def _innermost(error: BaseException) -> str:
     """The first line of the innermost cause: the exporter wraps the reason (``No ONNX function
     found for ...``) in errors whose own first lines only say which step failed. Where the
     innermost is wrapped twice, its wrapper's line follows in parentheses, saying where it
@@ -51,13 +51,8 @@ def _first_line(error: BaseException) -> str:
     chain = [error]
     while chain[-1].__cause__ is not None:
         chain.append(chain[-1].__cause__)
-    where = _line(chain[-2]).split(". See the stack trace")[0] if len(chain) > 2 else ""
+    where = first_line(chain[-2]).split(". See the stack trace")[0] if len(chain) > 2 else ""
     return error_summary(chain[-1]) + (f" ({where})" if where else "")
-
-
-def _line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else ""
 
 
 @contextlib.contextmanager
@@ -113,7 +108,7 @@ class _Session:
                     model, inputs.args, kwargs=dict(inputs.kwargs), dynamo=True, verbose=False, external_data=False
                 )
         except Exception as error:  # the exporter raises many types; all mean "cannot export"
-            raise UnsupportedRuntime(f"torch.onnx.export cannot export the model: {_first_line(error)}") from error
+            raise UnsupportedRuntime(f"torch.onnx.export cannot export the model: {_innermost(error)}") from error
         if program is None:
             raise UnsupportedRuntime("torch.onnx.export returned no program")
         exported = program.exported_program
@@ -142,7 +137,7 @@ class _Session:
                 program.model_proto.SerializeToString(), settings, providers=["CPUExecutionProvider"]
             )
         except Exception as error:  # onnxruntime raises its own exception types for unsupported graphs
-            raise UnsupportedRuntime(f"onnxruntime cannot load the exported model: {_first_line(error)}") from error
+            raise UnsupportedRuntime(f"onnxruntime cannot load the exported model: {_innermost(error)}") from error
         user_inputs = [
             spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind == InputKind.USER_INPUT
         ]
@@ -200,7 +195,7 @@ class OnnxRuntime:
             import onnxruntime  # noqa: F401 - checked here so a missing extra is a reason, not a crash
         except ImportError as error:
             raise RuntimeUnavailable(
-                f"onnxruntime is not installed (pip install 'srbench[onnx]'): {_first_line(error)}"
+                f"onnxruntime is not installed (pip install 'srbench[onnx]'): {_innermost(error)}"
             ) from error
         if options.device != "cpu":
             raise UnsupportedRuntime(f"srbench runs ONNX Runtime on its CPU provider only, not on {options.device!r}")

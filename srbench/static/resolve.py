@@ -51,6 +51,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from srbench.formatting import error_summary
 from srbench.graph.nodes import written_arguments
 from srbench.memory.lifetimes import element_name, has_static_geometry
 from srbench.memory.records import align_up
@@ -894,7 +895,7 @@ class Resolver:
             if resized and not registered:  # the op's own out kernel: every built-in candidate reaches it
                 return [(call, buffers) for call, buffers in working if call.label.startswith(REGISTERED_LABEL)]
             if not ok:
-                problem: str | None = f"it raised {type(error).__name__}: {_first_line(error)}"
+                problem: str | None = f"it raised {error_summary(error)}"
             elif error is NotImplemented:  # a Python operator's binding (torch.__and__) refusing out=
                 problem = "it returned NotImplemented"
             elif geometry != [(b.data_ptr(), b.shape, b.stride()) for b in buffers]:
@@ -927,11 +928,6 @@ class Resolver:
         meta = node.meta.get("val")
         fake = _tensors(meta)
         return fake[0].device if fake else torch.device("cpu")
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else ""
 
 
 def _poisoned_buffers(
