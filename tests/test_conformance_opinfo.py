@@ -37,6 +37,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
+from srbench.formatting import error_summary
 from srbench.graph.capture import CaptureError, capture
 from srbench.inputs import Inputs
 from srbench.measure.equivalence import compare, structure_difference
@@ -582,10 +583,6 @@ class SampleResult:
         return f"sample {self.index} {self.shapes}: {self.reason}"
 
 
-def _first_line(error: BaseException) -> str:
-    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
-
-
 def sample_result(
     op: Any, index: int, call: SampleCall, twin: SampleCall | None, aliasing: Callable[[Any, Inputs], Any]
 ) -> SampleResult:
@@ -595,7 +592,7 @@ def sample_result(
     mistaken for it), the sample is sparse, or srbench refuses it at prepare time with a reason."""
     model, result = OneOp(op.op, call.spec, call.constants), functools.partial(SampleResult, index, call.shapes)
     if (refusal := _eager_runs(model, call.tensors)) is not None:
-        return result(Outcome.EAGER_REFUSES, _first_line(refusal))
+        return result(Outcome.EAGER_REFUSES, error_summary(refusal))
     fresh = twin if twin is not None and twin.same_call(call) and twin.shapes == call.shapes else call
     try:
         run_protocol(
@@ -611,8 +608,8 @@ def sample_result(
         if (export_refusal := _export_refusal(model, call.tensors)) is not None:
             return result(Outcome.EXPECTED, export_refusal)
         if isinstance(error, (UnsupportedOpError, CaptureError)):
-            return result(Outcome.EXPECTED, f"srbench refuses: {_first_line(error)}")
-        return result(Outcome.FAILED, _first_line(error))
+            return result(Outcome.EXPECTED, f"srbench refuses: {error_summary(error)}")
+        return result(Outcome.FAILED, error_summary(error))
     return result(Outcome.PASSED)
 
 
