@@ -17,51 +17,45 @@ reparametrizations (``torch.nn.utils.weight_norm``, ``spectral_norm``, ``prune``
 forward pre-hook before every forward, a new tensor made from the module's registered tensors
 (export runs the hook, so the program makes it at every call as eager does); such models were
 refused. A counter that changes no number is refused too: it is state
-all the same, which the model's next version may read. Not caught: an attribute set at the first
-call only and read later (a cache ``if self.cache is None: self.cache = f(x)``), as the second
-call leaves it as the first did. A model with no attribute changed by its first call costs one
-eager call; a model eager cannot run on the example inputs is not checked (no calls to
-compare). Everything the calls changed is put back (plain attributes, parameters and buffers
-written in place, the random generators), so the model is left as it was given.
+all the same, which the model's next version may read.
+
+State set at the first call only and read later (a cache ``if not hasattr(self, "cache"):
+self.cache = x.clone()``, a buffer registered or a ``None`` buffer filled in forward, a layer
+made there) is no state carried from call to call (the second call leaves it as the first did),
+but export traces forward as a first call, so the program took the first call's path at every
+call where eager's later calls read the first call's value: other numbers from the second call
+on, silently. Where a first call sets an attribute, a call after it is compared with a first
+call, both on other inputs (floats scaled, other tensors reversed) and the registered tensors as
+they were (a buffer written at every call is state the program carries): other answers refuse
+the model, naming what the first call set. A first call registering a parameter, buffer or
+layer is refused without comparing (export makes its tensors as fake ones). A flag or a cache of
+positions made from shapes gives the same answers and is accepted. A buffer assigned a tensor
+of another dtype, shape or device than it had (``self.ema = new.double()``) is refused too: the
+program writes each new value into the buffer it captured.
+
+A model with no attribute changed by its first call costs one eager call, one that sets state
+at its first call five; a model eager cannot run on the example inputs is not checked (no calls
+to compare). Everything the calls changed is put back (plain attributes, registrations,
+parameters and buffers written in place, the random generators), so the model is left as it
+was given.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_flatten, tree_map
 
 from srbench.graph.capture import CaptureError
 from srbench.graph.eager_layout import OutputLayouts, eager_layouts
+from srbench.graph.module_snapshot import MODULE_TABLES, Copy, ModuleSnapshot, snapshot_value
 from srbench.inputs import Inputs
-
-# Module attributes that are no state of the model's forward: its registered tensors and
-# sub-modules (compared elsewhere or walked) and the hook tables.
-_MODULE_TABLES = frozenset({"_parameters", "_buffers", "_modules"})
 
 # Values compared by equality; anything else (tensors, modules, other objects) by identity.
 _PLAIN = (int, float, complex, bool, str, bytes, type(None), torch.dtype, torch.device, enum.Enum)
-
-
-@dataclass(frozen=True)
-class _Copy:
-    """A container's items as they were when snapshotted, and the container itself, whose items
-    a call may change in place (``self.history.append(x)``)."""
-
-    container: Any
-    items: tuple[Any, ...]
-
-
-def _snapshot_value(value: Any) -> Any:
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return _Copy(value, tuple(_snapshot_value(item) for item in value))
-    if isinstance(value, dict):
-        return _Copy(value, tuple((key, _snapshot_value(item)) for key, item in value.items()))
-    return value
 
 
 def _same(before: Any, after: Any) -> bool:
@@ -69,7 +63,7 @@ def _same(before: Any, after: Any) -> bool:
     same type with the same items, anything else the same object."""
     if before is after:
         return True
-    if isinstance(before, _Copy) and isinstance(after, _Copy):
+    if isinstance(before, Copy) and isinstance(after, Copy):
         return (
             type(before.container) is type(after.container)
             and len(before.items) == len(after.items)
@@ -84,7 +78,7 @@ def _same(before: Any, after: Any) -> bool:
 
 def _described(value: Any) -> str:
     """``value`` as it was snapshotted (a container's items then, not now), for a message."""
-    if isinstance(value, _Copy):
+    if isinstance(value, Copy):
         items = [_described(item) for item in value.items]
         if isinstance(value.container, dict):
             return "{" + ", ".join(f"{key!r}: {_described(item)}" for key, item in value.items) + "}"
@@ -121,83 +115,67 @@ def _state(model: torch.nn.Module) -> dict[tuple[str, str], Any]:
     """Every plain attribute of every sub-module, by (module path, attribute name), less those
     a reparametrization's hook makes anew at every call (:func:`_remade_by_hooks`)."""
     return {
-        (path, key): _snapshot_value(value)
+        (path, key): snapshot_value(value)
         for path, module in model.named_modules(remove_duplicate=False)
         for key, value in vars(module).items()
-        if key not in _MODULE_TABLES and "hook" not in key and key not in _remade_by_hooks(module)
+        if key not in MODULE_TABLES and "hook" not in key and key not in _remade_by_hooks(module)
     }
 
 
-def _put_back(model: torch.nn.Module, state: dict[tuple[str, str], Any]) -> None:
-    """The attributes as ``state`` holds them: removed where a call added them, the objects they
-    were, and the items of containers a call changed in place (one level deep)."""
-    modules = dict(model.named_modules(remove_duplicate=False))
-    for path, module in modules.items():
-        for key in [key for key in vars(module) if (path, key) not in state]:
-            if key not in _MODULE_TABLES and "hook" not in key:
-                delattr(module, key)
-    for (path, key), value in state.items():
-        if isinstance(value, _Copy):
-            _refill(value)
-            value = value.container
-        modules[path].__dict__[key] = value
+@dataclass(frozen=True)
+class _Tensors:
+    """The model's parameters and buffers and its own generators as they were, for
+    :meth:`put_back` after eager calls: a forward may write its tensors in place (running
+    statistics, ``self.weight.mul_(2)`` under ``no_grad``; the program repeats such writes at every
+    call, as eager does, but the calls made while preparing are not the user's), or draw from a
+    generator it holds (capture refuses that, see :mod:`srbench.graph.capture`, but the model is
+    left as it was given).
 
-
-def _refill(copy: _Copy) -> None:
-    container, items = copy.container, [item.container if isinstance(item, _Copy) else item for item in copy.items]
-    if isinstance(container, list):
-        container[:] = items
-    elif isinstance(container, set):
-        container.clear()
-        container.update(items)
-    elif isinstance(container, dict):
-        container.clear()
-        container.update((key, value.container if isinstance(value, _Copy) else value) for key, value in copy.items)
-
-
-@contextmanager
-def _tensors_kept(model: torch.nn.Module) -> Iterator[None]:
-    """The model's parameters and buffers and its own generators as they were, after the body: a
-    forward may write its tensors in place (running statistics, ``self.weight.mul_(2)`` under
-    ``no_grad``; the program repeats such writes at every call, as eager does, but the calls made
-    while preparing are not the user's), or draw from a generator it holds (capture refuses
-    that, see :mod:`srbench.graph.capture`, but the model is left as it was given).
-
-    Every tensor is copied before the body, which costs the model's size for its duration:
-    copying only what is written would need a dispatch mode watching every op, and under one
-    ``torch.cond`` and ``while_loop`` run through ``torch.compile`` in a way that left later
-    captures failing. Every tensor is written back too: version counters would say which were
-    written, but some kernels write without moving them (``aten.batch_norm``'s running
-    statistics in training mode). A forward may also assign a new tensor to a registered buffer
-    (``self.ema = self.ema * 0.9 + ...``, which ``nn.Module`` stores in its buffer table): the
-    tables get their tensors back, else the model kept the check's result and the program read
-    state one call ahead of eager's.
+    Every tensor is copied, which costs the model's size while the check runs: copying only what
+    is written would need a dispatch mode watching every op, and under one ``torch.cond`` and
+    ``while_loop`` run through ``torch.compile`` in a way that left later captures failing. Every
+    tensor is compared too: version counters would say which were written, but some kernels
+    write without moving them (``aten.batch_norm``'s running statistics in training mode). A
+    forward may also assign a new tensor to a registered buffer (``self.ema = self.ema * 0.9 +
+    ...``, which ``nn.Module`` stores in its buffer table): the tables get their tensors back,
+    else the model kept the check's result and the program read state one call ahead of eager's.
 
     Only the tensors whose values the calls changed are written back (compared with their
     copies): writing every one moved every parameter's version counter, so preparing broke a
     backward pending over the model's parameters ("modified by an inplace operation") and the
     user's views of them made under ``inference_mode``, which the model never wrote."""
-    saved = [(tensor, tensor.detach().clone()) for tensor in (*model.parameters(), *model.buffers())]
-    tables: list[tuple[dict[str, Any], dict[str, Any]]] = [
-        (table, dict(table)) for module in model.modules() for table in (module._buffers, module._parameters)
-    ]
-    generators = {
-        id(value): (value, value.get_state())
-        for module in model.modules()
-        for value in vars(module).values()
-        if isinstance(value, torch.Generator)
-    }
-    try:
-        yield
-    finally:
-        for table, entries in tables:
-            table.clear()
-            table.update(entries)
+
+    saved: tuple[tuple[torch.Tensor, torch.Tensor], ...]
+    tables: tuple[tuple[dict[str, Any], dict[str, Any]], ...]
+    generators: tuple[tuple[torch.Generator, torch.Tensor], ...]
+
+    @classmethod
+    def of(cls, model: torch.nn.Module) -> _Tensors:
+        generators = {
+            id(value): (value, value.get_state())
+            for module in model.modules()
+            for value in vars(module).values()
+            if isinstance(value, torch.Generator)
+        }
+        return cls(
+            saved=tuple((tensor, tensor.detach().clone()) for tensor in (*model.parameters(), *model.buffers())),
+            tables=tuple(
+                (table, dict(table)) for module in model.modules() for table in (module._buffers, module._parameters)
+            ),
+            generators=tuple(generators.values()),
+        )
+
+    def put_back(self) -> None:
+        """The tensors, their table entries and the generators as they were. An entry added
+        since, or filled where it was ``None``, is left (state a first call sets: see
+        :func:`_first_call_state`; :class:`ModuleSnapshot` removes it)."""
+        for table, entries in self.tables:
+            table.update((key, value) for key, value in entries.items() if value is not None)
         with torch.inference_mode():  # no autograd; and a buffer may be an inference tensor
-            for tensor, copy in saved:
+            for tensor, copy in self.saved:
                 if _changed(tensor, copy):
                     tensor.copy_(copy)
-        for generator, state in generators.values():
+        for generator, state in self.generators:
             generator.set_state(state)
 
 
@@ -213,41 +191,218 @@ def _changed(tensor: torch.Tensor, copy: torch.Tensor) -> bool:
         return True
 
 
+# A registered entry as far as the program is concerned: None, a module, or a tensor's geometry.
+_Entry = tuple[Any, ...] | None
+
+
+def _registered(model: torch.nn.Module) -> dict[tuple[str, str, str], _Entry]:
+    """Every registered parameter, buffer and sub-module by (module path, table, name): ``None``
+    where the entry is ``None``, a tensor's dtype, shape and device, ``()`` for a module. What a
+    first call may add or fill (``register_buffer`` in forward), and what assigning a buffer anew
+    may change (``self.ema = new.double()``)."""
+
+    def entry(value: Any) -> _Entry:
+        if isinstance(value, torch.Tensor):
+            return (value.dtype, tuple(value.shape), value.device)
+        return None if value is None else ()
+
+    return {
+        (path, table, key): entry(value)
+        for path, module in model.named_modules(remove_duplicate=False)
+        for table in MODULE_TABLES
+        for key, value in getattr(module, table).items()
+    }
+
+
+def _retyped(before: dict[tuple[str, str, str], _Entry], after: dict[tuple[str, str, str], _Entry]) -> str | None:
+    """Why the program cannot hold a parameter or buffer a call assigned anew with another dtype,
+    shape or device (``None`` where none was)."""
+    for (path, table, key), was in sorted(before.items(), key=lambda item: item[0]):
+        now = after.get((path, table, key))
+        if not was or not now or was == now:
+            continue
+        shown = [f"{dtype} {shape} on {device}" for dtype, shape, device in (was, now)]
+        return (
+            f"the forward of {_module_named(path)} assigns its {table[1:-1]} {key!r} a tensor "
+            f"of another dtype, shape or device than it had: {shown[0]} before a call, {shown[1]} after one. The "
+            "program holds each buffer as captured and writes a new value into it (cast to its dtype, or failing "
+            "on another shape), where eager's later calls read the new tensor (other numbers, or an error, from "
+            "the second call on). Keep the buffer's dtype, shape and device (`self.ema = new.to(self.ema)`), or "
+            "register it as forward makes it"
+        )
+    return None
+
+
+def _filled(
+    before: dict[tuple[str, str, str], _Entry], after: dict[tuple[str, str, str], _Entry]
+) -> list[tuple[str, str, str]]:
+    """The entries a call registered, or filled where they were ``None``."""
+    return [key for key, entry in after.items() if entry is not None and before.get(key) is None]
+
+
+class _Refused(Exception):
+    """A verdict reached within the eager calls, raised as a :class:`CaptureError` after them."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _call(model: torch.nn.Module, inputs: Inputs, devices: list[int]) -> Any:
+    """One eager call on a copy of ``inputs``, drawing the random numbers the next call would;
+    its outputs copied (one may be a buffer the next call writes, or one given back after it)."""
+    with torch.random.fork_rng(devices=devices):
+        outputs = model(*(call := inputs.clone()).args, **call.kwargs)
+    return tree_map(lambda value: value.clone() if isinstance(value, torch.Tensor) else value, outputs)
+
+
+def _other_inputs(inputs: Inputs) -> Inputs:
+    """Inputs of the same structure, shapes and dtypes as ``inputs`` but other values: floating
+    tensors scaled and shifted, other tensors reversed along their last dimension (indices stay
+    in range)."""
+
+    def other(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        if value.dtype.is_floating_point or value.is_complex():
+            return value * 0.5 + 0.25
+        return value.flip(-1) if value.dim() else value
+
+    return Inputs(*tree_map(other, (tuple(inputs.args), dict(inputs.kwargs))))
+
+
+def _same_outputs(first: Any, second: Any) -> bool:
+    """Whether two eager answers agree: the same structure, tensors close (NaN where NaN)."""
+    flat, spec = tree_flatten(first)
+    other, other_spec = tree_flatten(second)
+    if spec != other_spec:
+        return False
+    for a, b in zip(flat, other, strict=True):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            if a.shape != b.shape or a.dtype != b.dtype or a.layout != b.layout:
+                return False
+            floating = a.dtype.is_floating_point or a.is_complex()
+            close = torch.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True) if floating else torch.equal(a, b)
+            if not close:
+                return False
+        elif not _same(snapshot_value(a), snapshot_value(b)):
+            return False
+    return True
+
+
+def _first_call_state(model: torch.nn.Module, inputs: Inputs, devices: list[int]) -> bool:
+    """Whether the state ``model``'s first call sets (an attribute, a buffer registered or filled
+    in forward) changes what its later calls give: a call after a first one, on other inputs,
+    against a first call on those inputs, the registered tensors as they were for both (a buffer
+    written at every call is state the program carries, not this). ``False`` where eager cannot
+    make the calls (no verdict)."""
+    other = _other_inputs(inputs)
+    kept, tensors = ModuleSnapshot.of(model), _Tensors.of(model)
+    try:
+        _call(model, inputs, devices)
+        tensors.put_back()  # the first call's attributes and new entries stay
+        later = _call(model, other, devices)
+        kept.restore()
+        tensors.put_back()
+        first = _call(model, other, devices)
+        return not _same_outputs(later, first)
+    except Exception:  # eager cannot run the other inputs (a length given as a tensor, say)
+        return False  # or the answers cannot be compared (a sparse output): no verdict
+    finally:
+        tensors.put_back()
+        kept.restore()
+
+
+def _unchanged(before: dict[tuple[str, str], Any], after: dict[tuple[str, str], Any]) -> bool:
+    return before.keys() == after.keys() and all(_same(value, after[key]) for key, value in before.items())
+
+
+def _first_call_reason(
+    before: dict[tuple[str, str], Any],
+    first: dict[tuple[str, str], Any],
+    registered: dict[tuple[str, str, str], _Entry],
+    first_registered: dict[tuple[str, str, str], _Entry],
+) -> str:
+    """Why a model whose first call sets state its later calls read is refused, naming what the
+    first call set: attributes with their values before and after it, and registrations."""
+    modules = {path for path, _ in before}  # a module the call made is named as a registration
+    changed = sorted(
+        key for key in first if key[0] in modules and (key not in before or not _same(before[key], first[key]))
+    )
+    named = [
+        f"{_where(path)} attribute {key!r} ({_shown(before[(path, key)]) if (path, key) in before else 'absent'} "
+        f"before, {_shown(first[(path, key)])} after)"
+        for path, key in changed
+    ]
+    named += [
+        f"{_where(path)} {table[1:-1]} {key!r} ({'None' if key_ in registered else 'absent'} before)"
+        for key_ in sorted(_filled(registered, first_registered))
+        for path, table, key in [key_]
+    ]
+    return (
+        f"the model's first call sets state that its later calls read: {'; '.join(named)}. torch.export "
+        "traces forward as a first call (a tensor forward registers made as a fake one), so the program would "
+        "take the first call's path at every call where eager's later calls read what the first set (other "
+        "numbers from the second call on, silently). Set the state in __init__ (a buffer registered there, "
+        "written in place), or pass it in"
+    )
+
+
+def _module_named(path: str) -> str:
+    return f"module {path!r}" if path else "the model"
+
+
+def _where(path: str) -> str:
+    return f"{_module_named(path)}'s"
+
+
 def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> OutputLayouts | None:
     """Raise :class:`CaptureError` if ``model``'s eager calls on ``inputs`` carry state from call
-    to call in a plain attribute (see the module docstring), naming the module, the attribute and
-    its values; leave ``model`` as it was either way. Else the layouts of the first call's
-    outputs (:func:`srbench.graph.eager_layout.eager_layouts`), which the program is to give its
-    own (no eager call more for them); ``None`` where eager cannot run the model."""
+    to call in a plain attribute, or if state its first call sets changes its later calls (see
+    the module docstring), naming the module, the attribute and its values; leave ``model`` as it
+    was either way. Else the layouts of the first call's outputs
+    (:func:`srbench.graph.eager_layout.eager_layouts`), which the program is to give its own (no
+    eager call more for them); ``None`` where eager cannot run the model."""
     devices = sorted({t.device.index or 0 for t in inputs.tensors() if t.device.type == "cuda"})
-    before = _state(model)
+    before, registered = _state(model), _registered(model)
+    kept, tensors = ModuleSnapshot.of(model), None
     try:
-        with torch.random.fork_rng(devices=devices), _tensors_kept(model), torch.no_grad():
+        tensors = _Tensors.of(model)  # fails on a lazy module's uninitialized parameters
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
             outputs = model(*(call := inputs.clone()).args, **call.kwargs)
             layouts = eager_layouts(outputs, (*call.tensors(), *model.parameters(), *model.buffers()))
-            first = _state(model)
-            if all(_same(value, first.get(key)) for key, value in before.items()) and first.keys() == before.keys():
+            first, first_registered = _state(model), _registered(model)
+            if _unchanged(before, first) and first_registered == registered:
                 return layouts
+            retyped = _retyped(registered, first_registered)
+            if retyped is not None:
+                raise _Refused(retyped)
             model(*(call := inputs.clone()).args, **call.kwargs)
             second = _state(model)
+    except _Refused as refused:
+        raise CaptureError(name, refused.reason) from None
     except Exception:  # eager cannot run it: no calls to compare, nothing to refuse
         # An op with no eager kernel for the device (which srbench may still run with an out
         # variant registered for it, or report by name at prepare time) fails here first; the
         # check has no verdict then, and capture and the runtime say what they can do.
         return None
     finally:
-        _put_back(model, before)
+        if tensors is not None:
+            tensors.put_back()
+        kept.restore()
     for key in first.keys() | second.keys():
         if key not in first or key not in second or not _same(first[key], second[key]):
             path, attribute = key
-            where = f"module {path!r}" if path else "the model"
             raise CaptureError(
                 name,
-                f"the forward of {where} carries state from call to call in its attribute {attribute!r}: "
+                f"the forward of {_module_named(path)} carries state from call to call in its attribute {attribute!r}: "
                 f"{_shown(first.get(key))} after one call, {_shown(second.get(key))} after a second on "
                 "the same inputs; torch.export runs forward once and puts the attribute back, so the "
                 "program would hold its capture-time value where eager's later calls see another (other "
                 "numbers, silently, wherever it is read). Keep such state in a registered buffer written "
                 "in place, or pass it in",
             )
+    with torch.no_grad():
+        if _filled(registered, first_registered) or _first_call_state(model, inputs, devices):
+            raise CaptureError(name, _first_call_reason(before, first, registered, first_registered))
     return layouts

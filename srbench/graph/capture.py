@@ -27,6 +27,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
 from srbench.graph.eager_paths import eager_inference_paths
+from srbench.graph.module_snapshot import module_kept
 from srbench.graph.nodes import written_arguments
 from srbench.inputs import Inputs
 
@@ -309,7 +310,9 @@ def capture(
         # made under torch.inference_mode: export traces outside it, where a model writing its
         # input may not update an inference tensor; a copy (memory sharing kept) is a normal one
         inputs = inputs.clone()
-    with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model):
+    # module_kept: what forward set on the model while export traced it (a FakeTensor attribute
+    # or buffer, first-call state) is taken off again (see srbench.graph.module_snapshot)
+    with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model), module_kept(model):
         try:
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
