@@ -26,6 +26,7 @@ import torch.fx
 from torch.profiler import record_function
 from torch.utils import _pytree as pytree
 
+from srbench.graph.ambient_autocast import GENERATED_CODE
 from srbench.graph.nodes import getitem_parts
 from srbench.observe.record import node_label
 from srbench.static.calls import Call, Const, OffsetFrom
@@ -203,7 +204,7 @@ class Program:
     def compiled(self, name: str) -> dict[str, CodeType]:
         """The generated functions' code objects, by function name (``name`` labels tracebacks)."""
         namespace: dict[str, Any] = {}
-        exec(compile(self.source, f"<srbench static {name}>", "exec"), namespace)
+        exec(compile(self.source, f"{GENERATED_CODE}{name}>", "exec"), namespace)
         return {key: value.__code__ for key, value in namespace.items() if callable(value)}
 
 

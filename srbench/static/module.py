@@ -70,13 +70,14 @@ class StaticModule:
         self._prepared: dict[tuple, PreparedGraph] = {}
         self._code: dict[tuple, dict[str, CodeType]] = {}
         start = time.perf_counter()
+        cache_enabled = torch.is_autocast_cache_enabled()
         try:
             self.prepared = self._prepare(example, self.signature_of(example))
-        except BaseException:
+        except BaseException as error:
             # preparing ran the model's ops, an autocast region of its own among them, with none
             # active (capture refuses an ambient one); a sub-block prepares within its parent's
             if not isinstance(model, Subgraph) and torch._C._is_any_autocast_enabled():
-                leave_autocast()
+                leave_autocast(error, cache_enabled=cache_enabled)
             raise
         self.setup_seconds = time.perf_counter() - start
         self.signature: InputSignature = self.prepared.signature

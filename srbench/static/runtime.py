@@ -123,9 +123,9 @@ class StaticRuntime:
             if forward is None:
                 return self._miss(args, kwargs)
             return forward(*args, **kwargs)
-        except BaseException:
+        except BaseException as error:
             if _any_autocast():
-                leave_autocast()
+                leave_autocast(error)
             raise
 
     def run_within(self, *args: Any, **kwargs: Any) -> Any:
