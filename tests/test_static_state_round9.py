@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import static_options_id
+from test_static_outside_round6 import OPTIONS  # the sixth round's option sets
 from torch import nn
 
 from srbench.graph import CaptureError, capture
@@ -52,6 +54,7 @@ class ReshapedSum(nn.Module):
         (RetypedAverage, r"buffer 'ema' .* torch\.float32 \(3,\) on cpu before a call, torch\.float64 \(3,\)"),
         (ReshapedSum, r"buffer 'total' .* torch\.float32 \(3,\) on cpu before a call, torch\.float32 \(1, 3\)"),
     ],
+    ids=["dtype", "shape"],
 )
 def test_a_buffer_assigned_another_dtype_or_shape_is_refused_with_its_name(model_class, named):
     """The program writes a buffer's new value into the buffer it captured: a float64 value was
@@ -76,24 +79,56 @@ class Average(nn.Module):
         return self.ema
 
 
-def test_a_buffer_assigned_anew_is_written_into_not_rebound():
-    """Pins the chosen behaviour (README, "State a model keeps"): the program writes each new
-    value into the buffer it captured, so the values are eager's at every call, but the buffer is
-    the same tensor after every call, not the one the call returned (eager's is), and a tensor the
-    user held as ``model.ema`` before a call changes with it (eager's keeps its value)."""
-    model, twin = Average(), Average()
-    runtime = StaticModule(model, (randn(2, 3),), StaticOptions()).runtime()
-    buffer = model.ema
+class Centred(nn.Module):
+    """A buffer assigned anew at every call, not returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("ema", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.ema = self.ema * 0.9 + x.mean(0) * 0.1
+        return x - self.ema
+
+
+def _runner(model: nn.Module, options: StaticOptions | None):
+    example = randn(2, 3)
+    if options is None:
+        return get_runtime("srbench")(model, Inputs.of(example))
+    return StaticModule(model, (example,), options).runtime()
+
+
+@pytest.mark.parametrize(
+    "options", [*OPTIONS, None], ids=lambda options: "plugin" if options is None else static_options_id(options)
+)
+@pytest.mark.parametrize("model_class", [Average, Centred])
+def test_a_buffer_assigned_anew_is_a_new_tensor_after_every_call(model_class, options):
+    """The program wrote each new value into the buffer it captured: the values were eager's, but
+    after a call ``model.ema`` was not the tensor the call returned (eager's is), and a tensor the
+    caller held as ``model.ema`` before a call changed with it (eager's keeps its value). The
+    program now reads the buffer from its module's table and puts the new tensor there (a copy
+    where the value lives in the runtime's memory), so a buffer the caller assigns between calls
+    is read as eager reads it too. Preparing, its timing runs included, leaves the buffer as it
+    was."""
+    model, twin = model_class(), model_class()
+    original = model.ema
+    runtime = _runner(model, options)
+    assert model.ema is original
     for seed in range(3):
-        held = model.ema
+        held, value = model.ema, model.ema.clone()
         with torch.no_grad():
             expected = twin(randn(2, 3, seed=seed))
         returned = runtime(randn(2, 3, seed=seed))
         torch.testing.assert_close(returned, expected, rtol=0, atol=0)
         torch.testing.assert_close(model.ema, twin.ema, rtol=0, atol=0)
-        assert model.ema is buffer and returned is not model.ema
-        assert held is buffer  # eager's held tensor would keep its value; this one changed
-    assert twin.ema is expected
+        assert model.ema is not held
+        assert returned is model.ema or model_class is Centred
+        torch.testing.assert_close(held, value, rtol=0, atol=0)
+    assert not original.any()
+    model.ema, twin.ema = torch.ones(3), torch.ones(3)
+    with torch.no_grad():
+        expected = twin(randn(2, 3, seed=7))
+    torch.testing.assert_close(runtime(randn(2, 3, seed=7)), expected, rtol=0, atol=0)
 
 
 class LazyCache(nn.Module):
@@ -165,6 +200,7 @@ def _python_state(model: nn.Module) -> dict[str, dict[str, object]]:
         (EmptyBuffer, r"the model's buffer 'first' \(None before\)"),
         (LazyLayer, r"the model's module 'layer' \(absent before\); module 'layer''s parameter 'bias'"),
     ],
+    ids=["attribute", "python_number", "buffer_registered", "buffer_filled", "layer"],
 )
 def test_state_a_first_call_sets_is_refused_with_its_name(model_class, named):
     """torch.export traces forward as a first call: the program repeated the first call's path

@@ -356,24 +356,42 @@ def _where(path: str) -> str:
     return f"{_module_named(path)}'s"
 
 
-def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> OutputLayouts | None:
+@dataclass(frozen=True)
+class EagerCall:
+    """What the check's first eager call tells the program: its outputs' layouts
+    (:func:`srbench.graph.eager_layout.eager_layouts`), which the program is to give its own, and
+    the buffers (by qualified name) it assigned anew (``self.ema = self.ema * 0.9 + ...``: another
+    tensor of the same dtype, shape and device in the module's table), which the program rebinds
+    at every call as eager does rather than writing into them."""
+
+    layouts: OutputLayouts
+    assigned: frozenset[str]
+
+
+def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> EagerCall | None:
     """Raise :class:`CaptureError` if ``model``'s eager calls on ``inputs`` carry state from call
     to call in a plain attribute, or if state its first call sets changes its later calls (see
     the module docstring), naming the module, the attribute and its values; leave ``model`` as it
-    was either way. Else the layouts of the first call's outputs
-    (:func:`srbench.graph.eager_layout.eager_layouts`), which the program is to give its own (no
-    eager call more for them); ``None`` where eager cannot run the model."""
+    was either way. Else what the first call tells (:class:`EagerCall`; no eager call more for
+    it); ``None`` where eager cannot run the model."""
     devices = sorted({t.device.index or 0 for t in inputs.tensors() if t.device.type == "cuda"})
     before, registered = _state(model), _registered(model)
     kept, tensors = ModuleSnapshot.of(model), None
     try:
         tensors = _Tensors.of(model)  # fails on a lazy module's uninitialized parameters
         with torch.random.fork_rng(devices=devices), torch.no_grad():
+            buffers = dict(model.named_buffers(remove_duplicate=False))
             outputs = model(*(call := inputs.clone()).args, **call.kwargs)
             layouts = eager_layouts(outputs, (*call.tensors(), *model.parameters(), *model.buffers()))
             first, first_registered = _state(model), _registered(model)
+            assigned = frozenset(
+                qualified
+                for qualified, tensor in model.named_buffers(remove_duplicate=False)
+                if buffers.get(qualified) is not None and tensor is not buffers[qualified]
+            )
+            checked = EagerCall(layouts, assigned)
             if _unchanged(before, first) and first_registered == registered:
-                return layouts
+                return checked
             retyped = _retyped(registered, first_registered)
             if retyped is not None:
                 raise _Refused(retyped)
@@ -405,4 +423,4 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
     with torch.no_grad():
         if _filled(registered, first_registered) or _first_call_state(model, inputs, devices):
             raise CaptureError(name, _first_call_reason(before, first, registered, first_registered))
-    return layouts
+    return checked

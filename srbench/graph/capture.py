@@ -126,6 +126,11 @@ class CapturedGraph:
     # written in place and returned (``self.count += 1; return self.count``) look like one
     # assigned anew (``self.ema = ...; return self.ema``), whose output is a tensor of its own
     returns_state: frozenset[int] = frozenset()
+    # the buffers (by qualified name) eager assigns anew at every call (``self.ema = ...``, a new
+    # tensor in the module's table where ``self.count += 1`` writes the one it has), which the
+    # export graph writes into the buffer (``copy_``) as it does written ones; told by the eager
+    # call preparing makes (srbench.graph.attribute_state), empty where there was none
+    assigned_state: frozenset[str] = frozenset()
 
     @property
     def graph(self) -> torch.fx.Graph:

@@ -240,10 +240,13 @@ class CodeWriter:
         returned_inputs: Mapping[int, ReturnedInput] | None = None,
         disjoint_inputs: bool = False,
         run_buffers: Sequence[RunBuffer] = (),
+        rebound: Mapping[str, tuple[dict[str, Any], str]] | None = None,
     ):
         """``run_buffers``: outputs the run allocates before the intermediates they host, and
         those intermediates (:mod:`srbench.static.hosting`): locals made at every run, each right
-        before the first line that writes it."""
+        before the first line that writes it. ``rebound``: placeholders of buffers forward assigns
+        anew, each with its module's table and its name there: read from the table at every run,
+        and the new value put there (see :meth:`epilogue`)."""
         self.graph = graph
         self.plans = {plan.node.name: plan for plan in plans}
         self.order = list(plans)
@@ -272,6 +275,7 @@ class CodeWriter:
         self.static_views: list[StaticView] = []
         self.locals: set[str] = set()
         self.run_buffers = {buffer.storage: buffer for buffer in run_buffers}
+        self.rebound = dict(rebound or {})
         self.made: set[str] = set()  # run buffers whose line is written
 
     # -- values ---------------------------------------------------------------------------------
@@ -497,6 +501,8 @@ class CodeWriter:
         for node in self.graph.nodes:
             if node.op == "placeholder" and node.name in self.user_inputs:
                 self.expr[node.name] = f"in_{self.user_inputs.index(node.name)}"
+            elif node.name in self.rebound:
+                self.expr[node.name] = self.rebound_entry(node.name)
             elif node.op in ("placeholder", "get_attr"):
                 self.expr[node.name] = self.constant(self.constants[node.name], f"p_{node.name}")
                 self.static_nodes[node.name] = self.expr[node.name]
@@ -551,9 +557,42 @@ class CodeWriter:
             for index, expr in enumerate(flat)
             if index not in self.mutations
         ]
+        write_back, rebinds = [], {}
+        for index, target in sorted(self.mutations.items()):
+            if target not in self.rebound:
+                write_back.append(f"{self.expr[target]}.copy_({flat[index]})")
+                continue
+            new = output.args[0][index]
+            fresh = isinstance(new, torch.fx.Node) and self.fresh_at_each_run(new)
+            write_back.append(f"{self.expr[target]} = {flat[index]}{'' if fresh else '.clone()'}")
+            rebinds[flat[index]] = self.expr[target]
+        # eager returns the buffer's new tensor itself: read back from the table, after the write
+        user = [rebinds.get(expr, expr) for expr in user]
         returned = self.output_expr(self.out_spec, list(user))
-        write_back = [f"{self.expr[target]}.copy_({flat[index]})" for index, target in sorted(self.mutations.items())]
         return returned, write_back, flat
+
+    def rebound_entry(self, placeholder: str) -> str:
+        """The expression of a buffer forward assigns anew: its entry in its module's table."""
+        table, key = self.rebound[placeholder]
+        return f"{self.constant(table, 'buffers')}[{key!r}]"
+
+    def fresh_at_each_run(self, node: torch.fx.Node) -> bool:
+        """Whether ``node``'s value is a tensor the run makes for itself, which may outlive it as
+        the new tensor of a buffer: not in the slab or the output arena, no constant, no view of
+        anything (else the buffer gets a copy)."""
+        plan = self.plans.get(node.name)
+        if plan is None or plan.static or plan.inplace_of is not None:
+            return False
+        if plan.how is RunAs.OUT_FRESH:
+            return True
+        if plan.how is RunAs.OUT:
+            return all(storage in self.run_buffers for storage in plan.result_storages)
+        target = node.target
+        return (
+            plan.how is RunAs.FALLBACK
+            and isinstance(target, torch._ops.OpOverload)
+            and all(result.alias_info is None for result in target._schema.returns)
+        )
 
     def assemble(self, bodies: list[tuple[str, list[str]]], cleanup: SlabLayout | None) -> Program:
         """The program running ``bodies`` (from :meth:`node_bodies`) in their order; ``cleanup``:

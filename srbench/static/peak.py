@@ -29,7 +29,7 @@ def measured_peak(module: StaticModule, prepared: PreparedGraph, inputs: Inputs 
     inputs = Inputs.coerce(inputs).clone()
     runtime, forward = bound_forward(module, prepared)
     call = functools.partial(inputs.call, forward)
-    with state_kept(prepared.written_state):
+    with state_kept(prepared):
         call()  # warm: allocations made once (oneDNN primitives, lazily made constants) are not a run's
         observed = observe_allocations(call, prepared.device.type)
     return observed.peak_bytes + runtime.slab_bytes

@@ -102,6 +102,9 @@ class PreparedGraph:
     # statistics of a norm left training, a renormalised embedding): prepare-time timing runs the
     # program many times and gives them back their values (:mod:`srbench.static.timing`)
     written_state: tuple[torch.Tensor, ...] = ()
+    # the buffers the program rebinds (forward assigns them anew), as (table, name): the timing
+    # runs give the tables their tensors back
+    rebound_state: tuple[tuple[dict[str, Any], str], ...] = ()
     # why fallback results are not served from the slab (no allocator hook, a higher peak)
     unserved: str | None = None
 
@@ -206,8 +209,8 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
     as to inputs that share memory. A model carrying state from call to call in a plain Python
     attribute is refused first (:mod:`srbench.graph.attribute_state`); that check's eager call
     gives the layouts the program's outputs are copied into where the graph's differ
-    (:mod:`srbench.graph.eager_layout`)."""
-    layouts = refuse_carried_state(model, inputs, name=name)
+    (:mod:`srbench.graph.eager_layout`) and the buffers forward assigns anew."""
+    checked = refuse_carried_state(model, inputs, name=name)
     try:
         captured = capture(model, inputs, name=name, decompose=decompose)
     except CaptureError:
@@ -217,8 +220,46 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
         if not decompose or len(known) == len(set(known)):
             raise
         captured = capture(model, inputs, name=name, decompose=False)
-    give_eager_layouts(captured, layouts)
-    return captured
+    if checked is None:
+        return captured
+    give_eager_layouts(captured, checked.layouts)
+    return replace(captured, assigned_state=checked.assigned)
+
+
+def _rebound_state(captured: CapturedGraph, model: torch.nn.Module) -> dict[str, tuple[dict[str, Any], str]]:
+    """The buffers forward assigns anew (``captured.assigned_state``), by placeholder: the table
+    holding each (its module's ``_buffers``) and its name there. The program reads each from its
+    table at every call and puts its new value there, a tensor of its own, as eager does: after a
+    call the buffer is the tensor the call returned, and a tensor the caller held as the buffer
+    keeps its value (written into, it changed under the caller)."""
+    rebound = {}
+    for spec in captured.exported.graph_signature.input_specs:
+        if spec.kind == InputKind.BUFFER and spec.target in captured.assigned_state:
+            path, _, key = spec.target.rpartition(".")
+            rebound[spec.arg.name] = (model.get_submodule(path)._buffers, key)
+    return rebound
+
+
+def _assignments_as_outputs(graph: torch.fx.Graph, rebound: Mapping[str, Any]) -> dict[int, str]:
+    """The graph export traced (not lowered) writes a buffer assigned anew into it with a last
+    ``copy_(buffer, new)``: each such write of a ``rebound`` buffer is made an output of the graph
+    (flat index -> the placeholder), as lowering makes it, so the program puts the new value in
+    the buffer's table. A lowered graph has none (its new values are outputs already)."""
+    writes = {}
+    for node in graph.nodes:
+        if node.target is torch.ops.aten.copy_.default and getattr(node.args[0], "name", None) in rebound:
+            writes[node.args[0].name] = node  # the last one stays
+    if not writes:
+        return {}
+    output = next(node for node in graph.nodes if node.op == "output")
+    start, added = len(output.args[0]), []
+    for target, write in writes.items():
+        if write.users:
+            continue
+        added.append((target, write.args[1]))
+        graph.erase_node(write)
+    output.args = ((*output.args[0], *(new for _, new in added)), *output.args[1:])
+    return {start + position: target for position, (target, _) in enumerate(added)}
 
 
 def _with_shared_storage(written: set[str], values: Mapping[str, Any]) -> set[str]:
@@ -465,23 +506,27 @@ def prepare_graph(
     inputs = inputs.canonical()  # the placeholders follow the keyword arguments' name order
     signature = InputSignature.of(inputs, argument_names)
     decompose = options.decompose and not signature.shares_memory
+    rebound: dict[str, tuple[dict[str, Any], str]] = {}
     if isinstance(model, Subgraph):  # a control-flow op's sub-block: already captured with its model
         captured = capture_subgraph(model, inputs, name=name)
     else:
         captured = _capture(model, inputs, name=name, decompose=decompose)
+        rebound = _rebound_state(captured, model)
     graph = captured.graph
+    assigned = _assignments_as_outputs(graph, rebound)
     graph.eliminate_dead_code()
     values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
     rewrites = rewrite_graph(captured, model, values, options)
     if any(rewrite.outcome is RewriteOutcome.APPLIED for rewrite in rewrites):  # new constants
         values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
+    constant_nodes -= rebound.keys()  # read from the module's table at every call
     if control_flow_blocks(captured.graph_module, options, name=name, out_variants=out_variants):
         graph.eliminate_dead_code()  # the sub-graphs' get_attr nodes: each block holds its own
     tensors = inputs.tensors()
     device = tensors[0].device if tensors else torch.device("cpu")
 
     schema_analysis = analyze_lifetimes(graph)
-    mutations = _mutation_outputs(captured)
+    mutations = _mutation_outputs(captured) | assigned
     written = _with_shared_storage(written_storages(graph, schema_analysis) | set(mutations.values()), values)
     probe_values = {n: (v.clone() if n in written and isinstance(v, torch.Tensor) else v) for n, v in values.items()}
     written_state = tuple(
@@ -611,6 +656,7 @@ def prepare_graph(
                 returned_inputs=returned_inputs,
                 disjoint_inputs=disjoint_inputs,
                 run_buffers=choice.run_buffers,
+                rebound=rebound,
             )
 
         def cleanup_of(plan: PlanResult | None) -> int | None:
@@ -643,6 +689,7 @@ def prepare_graph(
                 rewrites=rewrites,
                 hosting=choice.hosting if choice.hosting.plans else None,
                 written_state=written_state,
+                rebound_state=tuple(rebound.values()),
                 **streams,
             )
 
@@ -687,7 +734,7 @@ def prepare_graph(
         schedule = streams.schedule
         if schedule.num_streams == 1:  # the scheduler keeps one stream: the one-stream program
             return one_stream(single, schedule=schedule)
-        if schedule.tentative and written & (set(user_inputs) | constant_nodes):
+        if schedule.tentative and written & (set(user_inputs) | constant_nodes | rebound.keys()):
             # a run writes the model's inputs or buffers: it is not run again at prepare time to
             # measure the estimate, and an unmeasured gain is not taken
             return one_stream(single, schedule=schedule)

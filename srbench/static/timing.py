@@ -14,7 +14,7 @@ import contextlib
 import functools
 import statistics
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -45,7 +45,7 @@ def interleaved_medians(
     ``inputs`` (one call, or a tuple of positional arguments), which stay untouched."""
     inputs = Inputs.coerce(inputs).clone()
     calls = [bound_forward(module, candidate)[1] for candidate in candidates]
-    with state_kept({id(t): t for candidate in candidates for t in candidate.written_state}.values()):
+    with state_kept(*candidates):
         return call_medians(calls, inputs, device_barrier(candidates[0].device))
 
 
@@ -59,11 +59,13 @@ def bound_forward(module: StaticModule, prepared: PreparedGraph) -> tuple[Static
 
 
 @contextlib.contextmanager
-def state_kept(state: Iterable[torch.Tensor]) -> Iterator[None]:
-    """Give ``state`` (the model's parameters and buffers the programs write) back its values
-    after the timed calls: they are not the user's calls, and a step counter, running statistics
-    or a renormalised embedding must end as if they had not run."""
-    state = list(state)
+def state_kept(*programs: PreparedGraph) -> Iterator[None]:
+    """Give the model's state that ``programs`` write (parameters and buffers written in place,
+    buffers rebound to new tensors) back its values and tensors after the timed calls: they are
+    not the user's calls, and a step counter, running statistics, an average or a renormalised
+    embedding must end as if they had not run."""
+    state = list({id(tensor): tensor for program in programs for tensor in program.written_state}.values())
+    tables = [(table, key, table[key]) for program in programs for table, key in program.rebound_state]
     with torch.no_grad():
         saved = [tensor.clone() for tensor in state]
     try:
@@ -72,6 +74,8 @@ def state_kept(state: Iterable[torch.Tensor]) -> Iterator[None]:
         with torch.no_grad():
             for tensor, value in zip(state, saved):
                 tensor.copy_(value)
+        for table, key, tensor in tables:
+            table[key] = tensor
 
 
 def device_barrier(device: torch.device) -> Callable[[], None]:
