@@ -131,6 +131,40 @@ def test_a_buffer_assigned_anew_is_a_new_tensor_after_every_call(model_class, op
     torch.testing.assert_close(runtime(randn(2, 3, seed=7)), expected, rtol=0, atol=0)
 
 
+class RunningTotal(nn.Module):
+    """Assigns its own buffer anew in its forward, as a sub-module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total = self.total + x.sum(0)
+        return x + self.total
+
+
+class WithRunningTotal(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = RunningTotal()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) * 2
+
+
+@pytest.mark.parametrize("options", [StaticOptions(), StaticOptions(decompose=True)], ids=["defaults", "decompose"])
+def test_a_sub_modules_buffer_assigned_anew_is_refused_with_its_name(options):
+    """torch.export records a buffer assigned anew only on the root module: a sub-module's
+    (``self.total = self.total + ...`` in its forward) is never written by the graph, so the
+    program read the first total at every call and left the buffer as it was (other numbers from
+    the second call on, silently). The eager call preparing makes sees the new values; the buffer
+    is named."""
+    model = WithRunningTotal()
+    with pytest.raises(CaptureError, match=r"assigns the buffer 'inner\.total' anew"):
+        StaticModule(model, (randn(2, 3),), options)
+    assert not model.inner.total.any()
+
+
 class LazyCache(nn.Module):
     """Keeps the first call's input: ``if not hasattr(self, "cache")``."""
 

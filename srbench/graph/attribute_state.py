@@ -165,6 +165,11 @@ class _Tensors:
             generators=tuple(generators.values()),
         )
 
+    def changed(self, tensor: torch.Tensor, new: torch.Tensor) -> bool:
+        """Whether ``new`` holds other values than ``tensor`` held when this was taken."""
+        copy = next(copy for saved, copy in self.saved if saved is tensor)
+        return copy.shape != new.shape or copy.dtype != new.dtype or _changed(new, copy)
+
     def put_back(self) -> None:
         """The tensors, their table entries and the generators as they were. An entry added
         since, or filled where it was ``None``, is left (state a first call sets: see
@@ -362,10 +367,13 @@ class EagerCall:
     (:func:`srbench.graph.eager_layout.eager_layouts`), which the program is to give its own, and
     the buffers (by qualified name) it assigned anew (``self.ema = self.ema * 0.9 + ...``: another
     tensor of the same dtype, shape and device in the module's table), which the program rebinds
-    at every call as eager does rather than writing into them."""
+    at every call as eager does rather than writing into them; ``changed``: those of them whose
+    new values differ from the old (a cache recomputed alike at every call does not), which a
+    program must not lose."""
 
     layouts: OutputLayouts
     assigned: frozenset[str]
+    changed: frozenset[str]
 
 
 def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> EagerCall | None:
@@ -384,12 +392,16 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
             outputs = model(*(call := inputs.clone()).args, **call.kwargs)
             layouts = eager_layouts(outputs, (*call.tensors(), *model.parameters(), *model.buffers()))
             first, first_registered = _state(model), _registered(model)
-            assigned = frozenset(
-                qualified
+            assigned = {
+                qualified: tensor
                 for qualified, tensor in model.named_buffers(remove_duplicate=False)
                 if buffers.get(qualified) is not None and tensor is not buffers[qualified]
+            }
+            checked = EagerCall(
+                layouts,
+                frozenset(assigned),
+                frozenset(name for name, new in assigned.items() if tensors.changed(buffers[name], new)),
             )
-            checked = EagerCall(layouts, assigned)
             if _unchanged(before, first) and first_registered == registered:
                 return checked
             retyped = _retyped(registered, first_registered)

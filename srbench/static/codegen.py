@@ -549,7 +549,10 @@ class CodeWriter:
 
     def epilogue(self) -> tuple[str, list[str], list[str]]:
         """What a run returns (one expression), the lines writing back the inputs and buffers a
-        functionalized graph mutates (it returns their new values), and every output's expression."""
+        functionalized graph mutates (it returns their new values), and every output's expression.
+        A buffer forward assigns anew (``rebound``) is not written into: its new value becomes the
+        table's entry (copied where it lives in the slab or arena), and an output that is that
+        value is the entry, as eager returns the buffer's new tensor."""
         output = next(node for node in self.graph.nodes if node.op == "output")
         flat = [self.render(value) for value in output.args[0]]
         user = [

@@ -222,8 +222,29 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
         captured = capture(model, inputs, name=name, decompose=False)
     if checked is None:
         return captured
+    lost = sorted(checked.changed - _written_buffers(captured))
+    if lost:
+        raise CaptureError(
+            name,
+            f"the forward assigns the buffer {lost[0]!r} anew (a new tensor with other values at each call), "
+            "and torch.export's graph never writes it (it loses a buffer of a sub-module assigned anew), so "
+            "the program would leave it as it was where eager's calls change it (and read its first value "
+            "at every call). Write it in place (`self.last.copy_(new)`), or keep it in the model itself",
+        )
     give_eager_layouts(captured, checked.layouts)
     return replace(captured, assigned_state=checked.assigned)
+
+
+def _written_buffers(captured: CapturedGraph) -> set[str]:
+    """The buffers (by qualified name) ``captured`` writes: a new value among its outputs
+    (lowered), or a ``copy_`` into the buffer (traced)."""
+    signature = captured.exported.graph_signature
+    written = {spec.target for spec in signature.output_specs if spec.kind == OutputKind.BUFFER_MUTATION}
+    buffers = {spec.arg.name: spec.target for spec in signature.input_specs if spec.kind == InputKind.BUFFER}
+    for node in captured.graph.nodes:
+        if node.target is torch.ops.aten.copy_.default and getattr(node.args[0], "name", None) in buffers:
+            written.add(buffers[node.args[0].name])
+    return {target for target in written if target is not None}
 
 
 def _rebound_state(captured: CapturedGraph, model: torch.nn.Module) -> dict[str, tuple[dict[str, Any], str]]:
@@ -513,7 +534,8 @@ def prepare_graph(
         captured = _capture(model, inputs, name=name, decompose=decompose)
         rebound = _rebound_state(captured, model)
     graph = captured.graph
-    assigned = _assignments_as_outputs(graph, rebound)
+    mutations = _mutation_outputs(captured) | _assignments_as_outputs(graph, rebound)
+    rebound = {name: entry for name, entry in rebound.items() if name in mutations.values()}  # each written
     graph.eliminate_dead_code()
     values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
     rewrites = rewrite_graph(captured, model, values, options)
@@ -526,7 +548,6 @@ def prepare_graph(
     device = tensors[0].device if tensors else torch.device("cpu")
 
     schema_analysis = analyze_lifetimes(graph)
-    mutations = _mutation_outputs(captured) | assigned
     written = _with_shared_storage(written_storages(graph, schema_analysis) | set(mutations.values()), values)
     probe_values = {n: (v.clone() if n in written and isinstance(v, torch.Tensor) else v) for n, v in values.items()}
     written_state = tuple(
