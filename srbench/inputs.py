@@ -10,7 +10,7 @@ way the model is: ``runtime(*args, **kwargs)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,8 +95,39 @@ class Inputs:
 
     def with_paths(self) -> list[tuple[str, Any]]:
         """Every leaf with its path: ``args[0]``, ``args[1]['mask']``, ``kwargs['scale']``."""
-        flat, _ = pytree.tree_flatten_with_path({"args": self.args, "kwargs": dict(self.kwargs)})
+        flat, _ = flatten_with_paths({"args": self.args, "kwargs": dict(self.kwargs)})
         return [(_path(keys), leaf) for keys, leaf in flat]
+
+
+def flatten_with_paths(tree: Any) -> tuple[list[tuple[pytree.KeyPath, Any]], pytree.TreeSpec]:
+    """``torch.utils._pytree.tree_flatten_with_path``, also for node types registered without
+    key functions, which ``register_pytree_node`` leaves optional: diffusers registers every
+    model's output class (``BaseOutput``: ``UNet2DOutput``, ``DecoderOutput``...) so, and torch's
+    version raised ``ValueError`` on them, so the signature taken at prepare, the equivalence,
+    aliasing and layout checks all failed on a diffusers model's output or on such an input.
+    Such a node's children are named by the keys its flatten function gives as context (a list of
+    names, as ``_dict_flatten`` gives), else by position."""
+    _, structure = pytree.tree_flatten(tree)
+    return list(_key_paths((), tree)), structure
+
+
+def _key_paths(path: pytree.KeyPath, tree: Any) -> Iterator[tuple[pytree.KeyPath, Any]]:
+    handler = pytree.SUPPORTED_NODES.get(pytree._get_node_type(tree))
+    if handler is None:
+        yield path, tree
+        return
+    if handler.flatten_with_keys_fn is not None:
+        keyed = handler.flatten_with_keys_fn(tree)[0]
+    else:
+        children, context = handler.flatten_fn(tree)
+        named = isinstance(context, (list, tuple)) and len(context) == len(children)
+        named = named and all(isinstance(name, str) for name in context)
+        keyed = [
+            (pytree.MappingKey(context[index]) if named else pytree.SequenceKey(index), child)
+            for index, child in enumerate(children)
+        ]
+    for key, child in keyed:
+        yield from _key_paths((*path, key), child)
 
 
 def _path(keys: tuple[Any, ...]) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from srbench.inputs import Inputs
+from srbench.inputs import Inputs, flatten_with_paths
 
 
 def _byte_range(tensor: torch.Tensor) -> tuple[int, int, int]:
@@ -24,9 +24,7 @@ def aliasing(outputs: Any, inputs: Inputs) -> list[tuple[str, list[str]]]:
     """For every output tensor, the inputs and earlier outputs whose bytes it overlaps (and, for
     an input or output it is, how): what eager's answer and a runtime's must have in common."""
     named = [(f"input {path}", leaf) for path, leaf in inputs.with_paths()]
-    named += [
-        (f"output {pytree.keystr(path)}".rstrip(), leaf) for path, leaf in pytree.tree_flatten_with_path(outputs)[0]
-    ]
+    named += [(f"output {pytree.keystr(path)}".rstrip(), leaf) for path, leaf in flatten_with_paths(outputs)[0]]
     tensors = [
         (name, leaf)
         for name, leaf in named

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from srbench.inputs import Inputs
+from srbench.inputs import Inputs, flatten_with_paths
 
 
 class EquivalenceError(AssertionError):
@@ -56,7 +56,7 @@ class EquivalenceReport:
 
 def leaves(value: Any) -> list[tuple[str, Any]]:
     """The leaves of a (nested) output with their paths, e.g. ``[1]['logits']``."""
-    flat, _ = pytree.tree_flatten_with_path(value)
+    flat, _ = flatten_with_paths(value)
     return [(pytree.keystr(path) or "output", leaf) for path, leaf in flat]
 
 

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from srbench.inputs import flatten_with_paths
+
 
 def significant_strides(tensor: torch.Tensor) -> tuple[tuple[int, int], ...] | None:
     """``(dimension, stride)`` for every dimension longer than 1, or ``None`` for a tensor with no
@@ -29,8 +31,8 @@ def layout_difference(actual: Any, expected: Any) -> str | None:
     """The first output tensor whose significant strides differ from eager's, said with both
     strides, or ``None``. Outputs are matched by their path (the structure is the equivalence
     check's to compare)."""
-    got = dict(pytree.tree_flatten_with_path(actual)[0])
-    for path, want in pytree.tree_flatten_with_path(expected)[0]:
+    got = dict(flatten_with_paths(actual)[0])
+    for path, want in flatten_with_paths(expected)[0]:
         have = got.get(path)
         if not (isinstance(want, torch.Tensor) and isinstance(have, torch.Tensor)) or have.shape != want.shape:
             continue

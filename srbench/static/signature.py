@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from srbench.inputs import Inputs
+from srbench.inputs import Inputs, flatten_with_paths
 from srbench.static.errors import InputSignatureError
 
 
@@ -182,7 +182,7 @@ class InputSignature:
         """The signature of ``inputs``; ``names`` are the model's positional parameter names
         (for readable paths)."""
         canonical = inputs.canonical()
-        flat, structure = pytree.tree_flatten_with_path((canonical.args, dict(canonical.kwargs)))
+        flat, structure = flatten_with_paths((canonical.args, dict(canonical.kwargs)))
         leaves = [leaf for _, leaf in flat]
         paths = tuple(_readable(keys, names) for keys, _ in flat)
         for path, leaf in zip(paths, leaves):
