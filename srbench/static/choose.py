@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.utils import _pytree as pytree
 
 from srbench.graph.nodes import getitem_parts, op_schema, written_arguments
 from srbench.memory.lifetimes import LifetimeAnalysis
@@ -23,6 +24,34 @@ from srbench.options import StaticOptions
 from srbench.static.calls import Call
 from srbench.static.resolve import Category, Resolution
 from srbench.static.serving import Serving
+
+
+def _views_as_captured(node: torch.fx.Node) -> bool:
+    """Whether ``node``'s op returns views of its arguments, not copies, on arguments laid out as
+    captured. A static view is made once per runtime from fixed tensors, the slab's among them,
+    which have the captured strides; the resolver saw the op on eager's values, whose strides can
+    differ (a kernel's result laid out otherwise than its metadata: batch norm of a transposed
+    input is contiguous, its fake result strided like the input; a convolution's channels-last
+    fake result is contiguous for real). Where ``contiguous`` (or ``reshape``, ``to``) aliased on
+    eager's values and copies on the slab's, the copy was made once and every run read it stale
+    (diffusers' VQModel: ``z_q.permute(0, 3, 1, 2).contiguous()`` gave NaN). The op runs on
+    ``meta`` tensors with the captured strides; a result sharing no storage with an argument is a
+    copy, and so is anything that cannot be told."""
+
+    def on_meta(argument: torch.fx.Node) -> Any:
+        fake = argument.meta.get("val")
+        if not isinstance(fake, torch.Tensor):
+            return fake
+        return torch.empty_strided(fake.shape, fake.stride(), dtype=fake.dtype, device="meta")
+
+    try:
+        args, kwargs = torch.fx.node.map_arg((node.args, dict(node.kwargs)), on_meta)
+        result = node.target(*args, **kwargs)  # type: ignore[operator]
+    except Exception:  # symbolic sizes, an op without a meta kernel: not known to view
+        return False
+    storages = {t.untyped_storage()._cdata for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+    results = [t for t in pytree.tree_leaves(result) if isinstance(t, torch.Tensor)]
+    return all(t.untyped_storage()._cdata in storages for t in results)
 
 
 class RunAs(enum.Enum):
@@ -270,6 +299,7 @@ class Chooser:
             all(arg.name in self.fixed for arg in node.all_input_nodes)
             and node.name not in self.output_nodes
             and self.analysis.storage_of.get(node.name) not in self.unmanageable
+            and (not isinstance(node.target, torch._ops.OpOverload) or _views_as_captured(node))
         )
 
     def choose(self, node: torch.fx.Node) -> NodePlan:
