@@ -21,6 +21,7 @@ _BINDING_NAMESPACES: tuple[tuple[str, Any], ...] = (
     ("torch._C._linalg", getattr(torch._C, "_linalg")),  # noqa: B009 - not in torch's type stubs
     ("torch._C._special", getattr(torch._C, "_special")),  # noqa: B009
     ("torch._C._fft", getattr(torch._C, "_fft")),  # noqa: B009
+    ("torch._C._sparse", getattr(torch._C, "_sparse")),  # noqa: B009
 )
 
 
@@ -56,6 +57,7 @@ class Call:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     out: str | tuple[str, ...] | None = None
     parses_schema: bool = False  # a raw overload: arguments matched to the schema at every call
+    spells_defaults: bool = False  # a binding given the schema's defaults (see binding_calls)
 
 
 def overload_call(
@@ -101,6 +103,47 @@ def method_binding(op: torch._ops.OpOverload) -> tuple[str, Callable[..., Any]] 
     if fn is not None and type(fn).__name__ == "method_descriptor":
         return f"Tensor.{name}", fn
     return None
+
+
+def with_schema_defaults(
+    op: torch._ops.OpOverload, args: tuple, kwargs: Mapping[str, Any]
+) -> tuple[tuple, dict[str, Any]] | None:
+    """``args`` and ``kwargs`` with every argument they leave out given its schema default
+    (positionally up to the first one given by keyword, by keyword from there), or ``None`` when
+    they leave none out."""
+    positional, keywords = list(args), dict(kwargs)
+    spelled = False
+    for index, argument in enumerate(op._schema.arguments):
+        if index < len(args) or argument.name in kwargs or not argument.has_default_value():
+            continue
+        if not argument.kwarg_only and len(positional) == index and len(keywords) == len(kwargs):
+            positional.append(argument.default_value)
+        else:
+            keywords[argument.name] = argument.default_value
+        spelled = True
+    return (tuple(positional), keywords) if spelled else None
+
+
+def binding_calls(
+    op: torch._ops.OpOverload,
+    binding: tuple[str, Callable[..., Any]],
+    args: tuple,
+    kwargs: Mapping[str, Any],
+    out: str | None = None,
+) -> list[Call]:
+    """A binding called as the graph calls ``op``, then with the arguments the graph leaves out
+    given the schema's defaults. A Python binding parses its defaults from the C++ signature and
+    gets some wrong: ``torch.margin_ranking_loss(a, b, t)`` reduces with ``reduction=0`` (none)
+    where the schema's default is 1 (mean), and so do ``torch.binary_cross_entropy_with_logits``,
+    ``torch._C._nn.nll_loss_nd`` and other losses; called as the graph calls them they disagree
+    with the op, and the op ran through its raw overload, microseconds slower per call. The
+    second call is only tried where the first fails (``spells_defaults``)."""
+    label, fn = binding
+    calls = [Call(label, fn, args, dict(kwargs), out=out)]
+    spelled = with_schema_defaults(op, args, kwargs)
+    if spelled is not None:
+        calls.append(Call(label, fn, spelled[0], spelled[1], out=out, spells_defaults=True))
+    return calls
 
 
 def materialize(value: Any, env: Mapping[str, Any]) -> Any:

@@ -284,7 +284,7 @@ class StreamCodeWriter(CodeWriter):
     # -- shared ---------------------------------------------------------------------------------
 
     def _tail(self, entry: Entry, *, restore_stream: bool = False) -> list[str]:
-        tail = ["    finally:", f"{INDENT}_set_grad_enabled(_grad)"]
+        tail = self.grad_restored()
         if restore_stream:
             tail.append(f"{INDENT}{Hook.STREAMS}.restore()")
         if self.cleanup_slab_bytes is not None:
