@@ -1,7 +1,8 @@
 """How each call reaches its kernel (issue 10, models of many tiny ops): bindings given the
 schema's defaults where the binding's own differ, the scalar ops of data-dependent graphs as
 ``Tensor`` methods and a Python test, ``torch.sparse_coo_tensor`` and ``torch._C._sparse``'s
-bindings, method bindings for fallbacks, and a run below the autograd dispatch keys. Each is
+bindings, method bindings for fallbacks, conversions that return their input passed on, and a
+run below the autograd dispatch keys. Each is
 checked against eager, and the raw overloads it replaces must be gone from the program."""
 
 from __future__ import annotations
@@ -125,6 +126,35 @@ def test_sparse_ops_run_through_bindings(options):
     assert calls["_sparse_mm"] == "torch._C._sparse._sparse_mm"
     assert calls["to_dense"] == "Tensor.to_dense"
     assert not raw_overloads(module)
+
+
+class Conversions(nn.Module):
+    """Conversions eager answers with the input itself, one that converts, and one asking for a
+    memory format (whether the input has it follows from strides: still called)."""
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            x.float(), x.to(torch.float32), x.type_as(x), ids.to(x.dtype), ids.type_as(x),
+            x.to(torch.float32, memory_format=torch.contiguous_format),
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=OPTION_IDS)
+def test_conversions_that_return_their_input_pass_it_on(options):
+    x, ids = randn(2, 3), torch.arange(6).reshape(2, 3)
+    model = Conversions().eval()
+    module = StaticModule(model, (x, ids), options)
+    runtime = module.runtime()
+    with torch.no_grad():
+        expected = model(x, ids)
+    for _ in range(2):
+        got = runtime(x, ids)
+        for answer, result in zip(expected, got):
+            torch.testing.assert_close(result, answer)
+            assert (result is x) == (answer is x)
+    passed_on = [name for name, label in calls_of(module).items() if label == "returns its input"]
+    assert len(passed_on) == 3, calls_of(module)
+    assert got[0] is x and got[2] is x and got[3] is not ids
 
 
 def _autograd_excluded() -> bool:
