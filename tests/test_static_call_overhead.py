@@ -213,3 +213,28 @@ def test_a_run_is_below_autograd_and_gives_the_caller_its_dispatch_state_back():
         _FAIL[0] = False
     assert not _autograd_excluded() and torch.is_grad_enabled()
     runtime(x)  # the runtime is usable again
+
+
+class GradBlock(nn.Module):
+    """An ``enable_grad`` block in forward: eager's result carries history even under ``no_grad``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.enable_grad():
+            return self.linear(x).sigmoid()
+
+
+def test_a_model_that_turns_grad_on_runs_with_the_autograd_keys():
+    model = GradBlock().eval()
+    x = randn(3, 4)
+    module = StaticModule(model, (x,))
+    assert "_below_autograd" not in module.prepared.program.function_source()
+    with torch.no_grad():
+        expected = model(x)
+        got = module.runtime()(x)
+    assert got.requires_grad == expected.requires_grad is True
+    assert (got.grad_fn is None) == (expected.grad_fn is None)
+    torch.testing.assert_close(got, expected)

@@ -28,7 +28,7 @@ from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
 from srbench.graph.eager_paths import eager_inference_paths
 from srbench.graph.module_snapshot import module_kept
-from srbench.graph.nodes import written_arguments
+from srbench.graph.nodes import enables_grad, written_arguments
 from srbench.inputs import Inputs
 
 # torch.export patches process-wide state (nn.Module attribute access, a tracing mode stack)
@@ -180,7 +180,7 @@ def _decomposed(exported: ExportedProgram, export_with_grad: Callable[[], Export
     try:
         return _dropout_out_of_training_as_alias(exported).run_decompositions(_decomposition_table())
     except Exception:  # torch raises many types here; the second lowering raises its own
-        if _enables_grad(exported.graph_module):
+        if enables_grad(exported.graph_module):
             return _dropout_out_of_training_as_alias(export_with_grad()).run_decompositions(_decomposition_table())
         return exported.run_decompositions(_decomposition_table(_aten.scaled_dot_product_attention.default))
 
@@ -261,13 +261,6 @@ def _decomposition_table(*kept_whole: torch._ops.OpOverload) -> dict:
     for op in (*_CHECKED_LINALG_OPS, *kept_whole):
         table.pop(op, None)
     return table
-
-
-def _enables_grad(graph_module: torch.fx.GraphModule) -> bool:
-    return any(
-        node.target is torch.ops.higher_order.wrap_with_set_grad_enabled and node.args[0] is True
-        for node in graph_module.graph.nodes
-    )
 
 
 def _without_effect_tokens(exported: ExportedProgram) -> ExportedProgram:

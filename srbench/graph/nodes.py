@@ -69,3 +69,16 @@ def written_arguments(node: torch.fx.Node) -> list[torch.fx.Node]:
             item for item in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(item, torch.fx.Node)
         ]
     return written
+
+
+def enables_grad(graph_module: torch.nn.Module) -> bool:
+    """Whether a graph, or a graph within it (a control-flow branch's), turns grad mode on: an
+    ``enable_grad`` block of the model's forward, which ``torch.export`` keeps as a
+    ``wrap_with_set_grad_enabled(True, ...)`` sub-module, or a ``_set_grad_enabled(True)`` call."""
+    turns_on = (torch.ops.higher_order.wrap_with_set_grad_enabled, torch._C._set_grad_enabled)
+    return any(
+        node.op == "call_function" and node.target in turns_on and bool(node.args) and node.args[0] is True
+        for module in graph_module.modules()
+        if isinstance(module, torch.fx.GraphModule)
+        for node in module.graph.nodes
+    )

@@ -27,7 +27,7 @@ from torch.profiler import record_function
 from torch.utils import _pytree as pytree
 
 from srbench.graph.ambient_autocast import GENERATED_CODE
-from srbench.graph.nodes import getitem_parts
+from srbench.graph.nodes import enables_grad, getitem_parts
 from srbench.observe.record import node_label
 from srbench.static.calls import Call, Const, OffsetFrom
 from srbench.static.choose import NodePlan, RunAs
@@ -277,6 +277,9 @@ class CodeWriter:
         self.run_buffers = {buffer.storage: buffer for buffer in run_buffers}
         self.rebound = dict(rebound or {})
         self.made: set[str] = set()  # run buffers whose line is written
+        # below the autograd keys (see head), unless the model turns grad mode on within: an
+        # enable_grad block records history under grad mode off, as eager's does
+        self.below_autograd = graph.owning_module is not None and not enables_grad(graph.owning_module)
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -779,7 +782,9 @@ class CodeWriter:
         every op still passed through its autograd kernel, which records nothing there. On models
         of many small composite ops (losses) that was 10-15% of a call (eager under
         ``inference_mode`` skips it); the guard costs about 0.5 µs a call. The program's results
-        are the ones grad mode off gives: no history, views of parameters still their views."""
+        are the ones grad mode off gives: no history, views of parameters still their views. A
+        model that turns grad mode on within (``enable_grad``; :attr:`below_autograd`) runs
+        without the guard: there eager's results carry history."""
         head = [f"def {name}(*args, **kwargs):", *self.unpack(guard)]
         head.append("    _grad = _is_grad_enabled()")
         tensors = [f"in_{i}" for i, leaf in enumerate(self.signature.leaves) if isinstance(leaf, TensorLeaf)]
@@ -795,13 +800,15 @@ class CodeWriter:
                 "    except IndexError:",
                 f"        raise {Hook.BUSY}() from None",
             ]
-        head += ["    _set_grad_enabled(False)", "    _below = _below_autograd()", "    _below.__enter__()"]
+        head.append("    _set_grad_enabled(False)")
+        if self.below_autograd:
+            head += ["    _below = _below_autograd()", "    _below.__enter__()"]
         return head
 
-    @staticmethod
-    def grad_restored() -> list[str]:
+    def grad_restored(self) -> list[str]:
         """The ``finally`` clause's first lines: what :meth:`head` turned off, back on."""
-        return ["    finally:", f"{INDENT}_below.__exit__(None, None, None)", f"{INDENT}_set_grad_enabled(_grad)"]
+        below = [f"{INDENT}_below.__exit__(None, None, None)"] if self.below_autograd else []
+        return ["    finally:", *below, f"{INDENT}_set_grad_enabled(_grad)"]
 
     def _function(
         self,
