@@ -8,6 +8,7 @@ with the node's name instead of an ``AttributeError`` deep in the runtime.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 
 import torch
 import torch.fx
@@ -71,14 +72,28 @@ def written_arguments(node: torch.fx.Node) -> list[torch.fx.Node]:
     return written
 
 
-def enables_grad(graph_module: torch.nn.Module) -> bool:
-    """Whether a graph, or a graph within it (a control-flow branch's), turns grad mode on: an
-    ``enable_grad`` block of the model's forward, which ``torch.export`` keeps as a
-    ``wrap_with_set_grad_enabled(True, ...)`` sub-module, or a ``_set_grad_enabled(True)`` call."""
-    turns_on = (torch.ops.higher_order.wrap_with_set_grad_enabled, torch._C._set_grad_enabled)
+def _calls_anywhere(graph_module: torch.nn.Module, found: Callable[[torch.fx.Node], bool]) -> bool:
+    """Whether a node of the graph, or of a graph within it (a control-flow branch's), is ``found``."""
     return any(
-        node.op == "call_function" and node.target in turns_on and bool(node.args) and node.args[0] is True
+        node.op == "call_function" and found(node)
         for module in graph_module.modules()
         if isinstance(module, torch.fx.GraphModule)
         for node in module.graph.nodes
     )
+
+
+def enables_grad(graph_module: torch.nn.Module) -> bool:
+    """Whether a graph, or a graph within it, turns grad mode on: an ``enable_grad`` block of the
+    model's forward, which ``torch.export`` keeps as a ``wrap_with_set_grad_enabled(True, ...)``
+    sub-module, or a ``_set_grad_enabled(True)`` call."""
+    turns_on = (torch.ops.higher_order.wrap_with_set_grad_enabled, torch._C._set_grad_enabled)
+    return _calls_anywhere(
+        graph_module, lambda node: node.target in turns_on and bool(node.args) and node.args[0] is True
+    )
+
+
+def enters_autocast(graph_module: torch.nn.Module) -> bool:
+    """Whether a graph, or a graph within it, enters an autocast region by a call of its own
+    (``_enter_autocast``, its ``_exit_autocast`` another): an error between the two leaves the
+    region open, for the runtime to close (:func:`srbench.graph.ambient_autocast.leave_autocast`)."""
+    return _calls_anywhere(graph_module, lambda node: node.target is torch.amp.autocast_mode._enter_autocast)

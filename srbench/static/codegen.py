@@ -27,7 +27,7 @@ from torch.profiler import record_function
 from torch.utils import _pytree as pytree
 
 from srbench.graph.ambient_autocast import GENERATED_CODE
-from srbench.graph.nodes import enables_grad, getitem_parts
+from srbench.graph.nodes import enables_grad, enters_autocast, getitem_parts
 from srbench.observe.record import node_label
 from srbench.static.calls import Call, Const, OffsetFrom
 from srbench.static.choose import NodePlan, RunAs
@@ -277,9 +277,13 @@ class CodeWriter:
         self.run_buffers = {buffer.storage: buffer for buffer in run_buffers}
         self.rebound = dict(rebound or {})
         self.made: set[str] = set()  # run buffers whose line is written
-        # below the autograd keys (see head), unless the model turns grad mode on within: an
-        # enable_grad block records history under grad mode off, as eager's does
-        self.below_autograd = graph.owning_module is not None and not enables_grad(graph.owning_module)
+        # below the autograd keys (see head), unless the model turns grad mode on within (an
+        # enable_grad block records history under grad mode off, as eager's does) or enters an
+        # autocast region by a call: the guard's exit restores the whole set of excluded dispatch
+        # keys, so after an error within the region it switched autocast's key off and the
+        # runtime no longer saw the region it must close (srbench.graph.ambient_autocast)
+        module = graph.owning_module
+        self.below_autograd = module is not None and not enables_grad(module) and not enters_autocast(module)
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -783,8 +787,9 @@ class CodeWriter:
         of many small composite ops (losses) that was 10-15% of a call (eager under
         ``inference_mode`` skips it); the guard costs about 0.5 µs a call. The program's results
         are the ones grad mode off gives: no history, views of parameters still their views. A
-        model that turns grad mode on within (``enable_grad``; :attr:`below_autograd`) runs
-        without the guard: there eager's results carry history."""
+        model that turns grad mode on within (``enable_grad``: there eager's results carry
+        history) or enters an autocast region by a call runs without the guard
+        (:attr:`below_autograd`)."""
         head = [f"def {name}(*args, **kwargs):", *self.unpack(guard)]
         head.append("    _grad = _is_grad_enabled()")
         tensors = [f"in_{i}" for i, leaf in enumerate(self.signature.leaves) if isinstance(leaf, TensorLeaf)]
