@@ -63,6 +63,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from srbench.formatting import error_summary
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -1933,11 +1935,6 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"[:200]
-
-
 def _export_refusal(model: Any, inputs: Any) -> str | None:
     """Why ``torch.export`` cannot capture the model at this call, or ``None`` when it can."""
     import torch
@@ -1945,7 +1942,7 @@ def _export_refusal(model: Any, inputs: Any) -> str | None:
     try:
         torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
     except Exception as error:  # any refusal of export is the answer
-        return _first_line(error)
+        return error_summary(error)[:200]
     return None
 
 
@@ -1971,9 +1968,9 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
         if wrong is not None:
             return wrong, None
     except EquivalenceError as error:
-        return Check(Outcome.WRONG, _first_line(error)), None
+        return Check(Outcome.WRONG, error_summary(error)[:200]), None
     except Exception as error:  # the sweep reports every failure and goes on
-        return Check(Outcome.ERROR, _first_line(error)), None
+        return Check(Outcome.ERROR, error_summary(error)[:200]), None
     return Check(Outcome.EQUIVALENT), runtime
 
 
@@ -2049,7 +2046,7 @@ def sweep_one(case: OutsideModel, rounds: int) -> Row:
         calls = [case.make_inputs(0), case.make_inputs(1)]
         expected = [eager_answer(model, call) for call in calls]
     except Exception as error:  # a model this transformers cannot build, or eager cannot run, is reported
-        row.checks["build"] = Check(Outcome.UNAVAILABLE, _first_line(error))
+        row.checks["build"] = Check(Outcome.UNAVAILABLE, error_summary(error)[:200])
         return row
     refusal = _export_refusal(model, calls[0])
     if refusal is not None:

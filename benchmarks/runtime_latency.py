@@ -53,6 +53,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from srbench.formatting import error_summary
+
 RUNTIMES = ("eager", "srbench", "static_runtime", "torchscript", "compile", "onnxruntime")
 # Variants of a runtime plugin under other options, measured beside it when asked for by name:
 # srbench with fallback results allocated by their ops (issue 10's figures before the slab served
@@ -97,11 +99,6 @@ class ModelTable:
         return next((row for row in self.rows if row.runtime == runtime), None)
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:160] if text else ''}"
-
-
 def _prepare(names: Sequence[str], model: Any, inputs: Any, threads: int) -> tuple[dict[str, Any], list[str]]:
     from srbench.graph import CaptureError
     from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, get_runtime
@@ -112,7 +109,7 @@ def _prepare(names: Sequence[str], model: Any, inputs: Any, threads: int) -> tup
         try:
             prepared[name] = get_runtime(plugin)(model, inputs, RuntimeOptions(threads=threads, **options))
         except (UnsupportedRuntime, CaptureError, RuntimeError) as error:
-            notes.append(f"{LABELS[name]} unavailable: {_first_line(error)}")
+            notes.append(f"{LABELS[name]} unavailable: {error_summary(error)[:200]}")
     return prepared, notes
 
 
