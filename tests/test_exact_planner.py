@@ -30,7 +30,7 @@ from srbench.planners._exact_search import (
     time_groups,
 )
 from srbench.planners._placement import aligned_peak, as_table
-from srbench.planners._section_inference import schedulable, uncoverable_section
+from srbench.planners._section_inference import schedulable, uncoverable_section, unpropagatable_section
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "minimalloc"
 
@@ -220,6 +220,75 @@ def test_schedule_inference_is_exact_for_one_section():
         assert fits == (best_top <= capacity), (release, size, floor, capacity)
         refused += not fits
     assert 0 < refused < 300  # both answers were exercised
+
+
+def _propagation_refuses(part, release: np.ndarray, capacity: int) -> int:
+    """Start propagation over every section of ``part`` with nothing placed and these lowest starts."""
+    count, sections = part.size.shape[0], part.num_sections
+    half = 1 << max(sections - 1, 1).bit_length()
+    total = np.zeros(2 * half, dtype=np.int64)
+    total[half : half + sections] = part.section_total
+    floor = np.array([release[part.member_idx[part.member_ptr[s] : part.member_ptr[s + 1]]].min(initial=capacity)
+                      for s in range(sections)], dtype=np.int64)  # fmt: skip
+    scratch = [np.empty(count, dtype=np.int64) for _ in range(4)]
+    return unpropagatable_section(part.member_ptr, part.member_idx, part.section_lo, part.section_hi, part.by_start,
+                                  part.start_ptr, part.size, np.ones(count, np.int64), capacity,
+                                  np.full(count, -1, dtype=np.int64), release, floor, total,
+                                  np.arange(count, dtype=np.int64), -1, -1, scratch[0], scratch[1],
+                                  np.zeros(count, dtype=np.int64), 1, scratch[2], scratch[3],
+                                  np.empty(sections + 1, dtype=np.int64), np.zeros(sections + 1, dtype=np.bool_),
+                                  np.arange(sections, dtype=np.int64), sections, 0, sections, 4 * sections)  # fmt: skip
+
+
+def _jackson(part, release: np.ndarray, capacity: int, section: int) -> bool:
+    """Schedule inference (Jackson's rule) on one section of ``part``, nothing placed."""
+    count = part.size.shape[0]
+    return schedulable(part.member_ptr, part.member_idx, part.size, np.ones(count, np.int64), capacity,
+                       np.full(count, -1, dtype=np.int64), release, np.zeros(part.num_sections, np.int64),
+                       np.arange(count), -1, -1, np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64),
+                       section)  # fmt: skip
+
+
+def test_start_propagation_couples_sections_jackson_rule_sees_alone():
+    """A buffer ``b`` shared by two sections: in the first (no byte to spare) nothing fits below
+    its lowest start, so it must sit above the other buffer there, at 8; in the second, from 8 it
+    leaves no room for a buffer that starts at 6. Jackson's rule passes each section alone (b at 1
+    in the second); start propagation refuses, and passes when that buffer may start at 4."""
+    first, last, size = np.array([0, 0, 1]), np.array([0, 1, 1]), np.array([8, 2, 4])  # c, b, d
+    part = build_partition(np.arange(3), first, last, size)
+    for late, refused in ((6, True), (4, False)):
+        release = np.array([0, 1, late], dtype=np.int64)
+        assert _jackson(part, release, 10, 0) and _jackson(part, release, 10, 1)
+        assert (_propagation_refuses(part, release, 10) >= 0) == refused
+
+
+def test_start_propagation_never_refuses_what_fits():
+    """On random small instances (buffers over three or four sections, each with a lowest start),
+    start propagation refuses only where no offsets fit (tried one by one), and refuses some that
+    Jackson's rule, section by section, passes."""
+    rng = random.Random(5)
+    stronger = 0
+    for _ in range(300):
+        count = rng.randint(3, 4)
+        first = np.array([rng.randint(0, 2) for _ in range(count)])
+        last = first + np.array([rng.randint(0, 2) for _ in range(count)])
+        size = np.array([rng.randint(1, 5) for _ in range(count)], dtype=np.int64)
+        part = build_partition(np.arange(count), first, last, size)
+        capacity = int(part.section_total.max()) + rng.randint(0, 1)
+        release = np.array([rng.randint(0, 3) for _ in range(count)], dtype=np.int64)
+        ranges = [range(int(release[b]), capacity - int(size[b]) + 1) for b in range(count)]
+        fits = any(
+            all(
+                offsets[a] + size[a] <= offsets[b] or offsets[b] + size[b] <= offsets[a]
+                for a, b in itertools.combinations(range(count), 2)
+                if first[a] <= last[b] and first[b] <= last[a]
+            )
+            for offsets in itertools.product(*ranges)
+        )
+        refused = _propagation_refuses(part, release, capacity) >= 0
+        assert not (refused and fits), (first, last, size, release, capacity)
+        stronger += refused and all(_jackson(part, release, capacity, s) for s in range(part.num_sections))
+    assert stronger > 0
 
 
 def _stacked_top(floor: int, buffers: list[tuple[int, int]]) -> int:

@@ -69,6 +69,19 @@ arrays so that numba can compile it:
   other dimension" that exact rectangle-packing searches add (Simonis and O'Sullivan, "Search
   strategies for rectangle packing", CP 2008), taken at the floors, the levels where the
   canonical order must place next.
+* **Start propagation.** Per section the checks above are exact, and what they miss is how a
+  buffer spanning several sections must sit at one offset in all of them. In a section whose
+  unplaced buffers total T bytes, a buffer at offset o has every other one wholly below o or
+  above it, and one that cannot end by o (its lowest start plus its size passes o) must be
+  above: so o + T, less the sizes of those that can end by o, must fit the capacity. The least
+  such o raises the buffer's lowest start in every section it lives in, where schedule
+  inference may then fail (:func:`srbench.planners._section_inference.unpropagatable_section`;
+  bounds propagation between one-machine schedules, as edge finding propagates bounds between
+  a job's resources). It follows the raised buffers from the sections a placement changed,
+  visiting about as many sections as are in scope. Seed 17's part of 196 buffers in its known
+  packing's order: 333,515 steps instead of 402,889; 10,000 inference-like tensors: 20,008
+  steps instead of 44,587 (1.55 s instead of 2.5 s); on 100 fresh generated instances 81 fit
+  in 10 s instead of 79 (README).
 
 * **Conflict-directed backjumping** (Prosser, "Hybrid algorithms for the constraint satisfaction
   problem", Computational Intelligence 1993; after Gaschnig's backjumping), in randomised searches
@@ -121,6 +134,7 @@ from srbench.planners._section_inference import (
     set_open_floor,
     uncoverable_near,
     uncoverable_section,
+    unpropagatable_section,
     unschedulable_section,
 )
 
@@ -155,6 +169,11 @@ _INFINITY_SIZE = 1 << 61  # beyond any capacity the search is given (SEARCH_LIMI
 # up to 1,000 sections, steps were 5% slower with the tree; at 10,000 tensors, 20,000 sections,
 # the scans of the scope took a third of the search).
 SCAN_SECTIONS = 2048
+# Sections start propagation may visit per placement, per section in scope: it follows each
+# raised buffer to its other sections, which may raise more; one visit per section on average
+# refuted about as much as four (seed 17's part of 196 in its known packing's order: 333,515
+# steps, 332,762 at four visits, 402,889 without propagation), at less cost per step.
+PROPAGATION_VISITS = 1
 
 
 @dataclass(frozen=True)
@@ -886,6 +905,13 @@ def _search(problem, state, budget):
     spare = np.empty(num_sections, dtype=np.int64)
     changed = np.empty(num_sections, dtype=np.int64)
     seen = np.zeros(num_sections, dtype=np.int64)  # marks of cover_seeds (stamps start at 1)
+    raised = np.empty(count, dtype=np.int64)  # scratch for start propagation
+    finish = np.empty(count, dtype=np.int64)
+    fresh = np.zeros(count, dtype=np.int64)  # stamps start at 1
+    jobs = np.empty(count, dtype=np.int64)
+    by_finish = np.empty(count, dtype=np.int64)
+    queue = np.empty(num_sections + 1, dtype=np.int64)
+    queued = np.zeros(num_sections + 1, dtype=np.bool_)
     incremental = open_floor.shape[0] == total.shape[0]  # see SCAN_SECTIONS
     smallest = size.min() if count else 1  # below this slack a section's lowest buffer is alone there
     spent = 0
@@ -1015,6 +1041,16 @@ def _search(problem, state, budget):
                 failing = uncoverable_near(section_hi, member_ptr, member_idx, by_start, start_ptr, lift, smallest,
                                            offset, min_offset, floor, total, rank, capacity, chosen_offset,
                                            chosen_rank, reach, spare, seeds, lo, hi)  # fmt: skip
+        if failing == -1:
+            # Start propagation from the sections whose starts may have changed (all of a new scope).
+            seed_count = checked
+            if depth == 0 or (frames > 0 and frame[_PIECE_START, frames - 1] == depth):
+                seed_count = hi - lo
+                changed[:seed_count] = np.arange(lo, hi)
+            failing = unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_start, start_ptr, size,
+                                             lift, capacity, offset, min_offset, floor, total, rank, chosen_offset,
+                                             chosen_rank, raised, finish, fresh, stamp, jobs, by_finish, queue, queued,
+                                             changed, seed_count, lo, hi, PROPAGATION_VISITS * (hi - lo))  # fmt: skip
         if failing == -1:
             placed_at[chosen] = depth
             depth += 1

@@ -358,3 +358,123 @@ def uncoverable_near(section_hi, member_ptr, member_idx, by_start, start_ptr, li
             if broke >= 0:
                 return broke
     return -1
+
+
+@njit(cache=True)
+def _sort_by(keys, jobs, count):
+    """Insertion sort of ``jobs[:count]`` by ``keys[job]`` (a section holds few buffers)."""
+    for index in range(1, count):
+        job = jobs[index]
+        at = index
+        while at > 0 and keys[jobs[at - 1]] > keys[job]:
+            jobs[at] = jobs[at - 1]
+            at -= 1
+        jobs[at] = job
+
+
+@njit(cache=True)
+def unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_start, start_ptr, size, lift, capacity,
+                           offset, min_offset, floor, total, rank, key_offset, key_rank, release, finish, fresh, stamp,
+                           jobs, by_finish, queue, queued, seeds, seed_count, lo, hi, limit):  # fmt: skip
+    """Start propagation: the first section found that cannot hold its unplaced buffers once their
+    lowest starts are raised by what the other sections they live in allow, or -1.
+
+    In a section whose unplaced buffers total ``T`` bytes, a buffer ``b`` at offset ``o`` has
+    every other buffer of the section either wholly below ``o`` or above ``b``; one whose lowest
+    start plus size passes ``o`` cannot be below, so ``o + T`` less the sizes of the others that
+    can end by ``o`` must fit the capacity. The least such ``o`` at or above ``b``'s lowest start
+    (:func:`lowest_start`) is a lower bound on ``b``'s offset, so on its start in every section
+    it lives in: Jackson's rule there (:func:`schedulable`) may then fail where it passed with the
+    lower start. Each section on its own was exact already; this is what couples sections at
+    different floors, through the buffers they share (the bounds propagation of scheduling's
+    edge-finding family, here with one machine per section and a common deadline). Sound: every
+    bound holds in every packing below the node.
+
+    Starts from the sections ``seeds[:seed_count]`` and follows each raised buffer to its other
+    sections, visiting at most ``limit`` sections. ``release`` and ``finish`` (one per buffer) hold
+    the raised starts and their ends of the buffers whose entry in ``fresh`` is ``stamp``, a number
+    no earlier call used: a buffer's start is read where its first section is visited, so a call
+    costs what it visits, not the partition's size (at 10,000 tensors, reading every start at
+    every placement would cost more than the rest of the step). ``jobs`` and ``by_finish`` (one
+    per buffer), ``queue`` and ``queued`` (one per section and one more) are scratch; ``queued`` is
+    left all False."""
+    half = total.shape[0] // 2
+    head = 0
+    tail = 0
+    for index in range(seed_count):
+        section = seeds[index]
+        if not queued[section]:
+            queued[section] = True
+            queue[tail % queue.shape[0]] = section
+            tail += 1
+    failing = -1
+    while head < tail and head < limit:
+        section = queue[head % queue.shape[0]]
+        head += 1
+        queued[section] = False
+        unplaced = total[half + section]
+        if unplaced == 0:
+            continue
+        count = 0
+        latest = 0
+        for position in range(member_ptr[section], member_ptr[section + 1]):
+            other = member_idx[position]
+            if offset[other] < 0:
+                if fresh[other] != stamp:  # first met in this call: its lowest start
+                    fresh[other] = stamp
+                    release[other] = lowest_start(min_offset[other], rank[other], key_offset, key_rank, lift[other])
+                    finish[other] = release[other] + size[other]
+                jobs[count] = other
+                count += 1
+                latest = max(latest, release[other])
+        if latest + unplaced <= capacity:
+            continue
+        by_finish[:count] = jobs[:count]
+        _sort_by(finish, by_finish, count)  # the least offset is found scanning by end, ascending
+        for index in range(count):
+            buffer = jobs[index]
+            if release[buffer] + unplaced <= capacity:
+                continue
+            below = 0
+            least = -1
+            for other_index in range(count):
+                other = by_finish[other_index]
+                if other == buffer:
+                    continue
+                below += size[other]
+                candidate = max(finish[other], release[buffer])
+                if candidate + unplaced - capacity <= below:
+                    least = candidate
+                    break
+            if least < 0 or least + size[buffer] > capacity:
+                failing = section
+                break
+            if least > release[buffer]:
+                release[buffer] = least
+                finish[buffer] = least + size[buffer]
+                at = 0
+                while by_finish[at] != buffer:
+                    at += 1
+                while at + 1 < count and finish[by_finish[at + 1]] < finish[buffer]:  # keep the order by end
+                    by_finish[at] = by_finish[at + 1]
+                    at += 1
+                by_finish[at] = buffer
+                for other_section in range(max(section_lo[buffer], lo), min(section_hi[buffer], hi)):
+                    if not queued[other_section]:
+                        queued[other_section] = True
+                        queue[tail % queue.shape[0]] = other_section
+                        tail += 1
+        if failing >= 0:
+            break
+        # Jackson's rule with the starts as raised so far.
+        _sort_by(release, jobs, count)
+        top = floor[section]
+        for index in range(count):
+            top = max(top, release[jobs[index]]) + size[jobs[index]]
+        if top > capacity:
+            failing = section
+            break
+    while head < tail:
+        queued[queue[head % queue.shape[0]]] = False
+        head += 1
+    return failing
