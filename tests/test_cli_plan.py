@@ -268,7 +268,16 @@ def test_nothing_to_plan_is_an_error(capsys):
 
 
 @pytest.mark.parametrize(
-    "argv", [["--batch", "0"], ["--time-limit", "-1"], ["--planners", ","], ["--capacity", "0"], ["--capacity", "1.5"]]
+    "argv",
+    [
+        ["--batch", "0"],
+        ["--time-limit", "-1"],
+        ["--time-limit", "inf"],
+        ["--time-limit", "nan"],
+        ["--planners", ","],
+        ["--capacity", "0"],
+        ["--capacity", "1.5"],
+    ],
 )
 def test_bad_option_values_are_rejected(capsys, argv):
     with pytest.raises(SystemExit) as exit_info:

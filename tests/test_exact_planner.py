@@ -491,9 +491,9 @@ def test_no_records_is_an_empty_proven_plan():
     assert plan.total_bytes == 0 and plan.proven_optimal and plan.offsets == {}
 
 
-@pytest.mark.parametrize("limit", [0, -1.0, "10", True])
+@pytest.mark.parametrize("limit", [0, -1.0, "10", True, float("inf"), float("nan")])
 def test_a_bad_time_limit_is_rejected(limit):
-    with pytest.raises(ValueError, match="time_limit must be a positive number of seconds"):
+    with pytest.raises(ValueError, match="time_limit must be a positive, finite number of seconds"):
         exact.plan(HEURISTICS_TRAP, time_limit=limit)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
 import sys
 from collections.abc import Callable, Mapping
 from enum import IntEnum
@@ -59,7 +60,7 @@ def _positive(convert: Callable[[str], float], noun: str, *, zero_too: bool = Fa
             value = convert(text)
         except ValueError:
             value = None
-        if value is None or not (value >= 0 if zero_too else value > 0):
+        if value is None or not (value >= 0 if zero_too else value > 0) or value == math.inf:
             raise argparse.ArgumentTypeError(f"expected a {kind} {noun}, got {text!r}")
         return value
 
@@ -67,7 +68,7 @@ def _positive(convert: Callable[[str], float], noun: str, *, zero_too: bool = Fa
 
 
 positive_int = _positive(int, "integer")
-positive_float = _positive(float, "number")
+positive_float = _positive(float, "finite number")  # --time-limit: inf would never end
 non_negative_int = _positive(int, "integer", zero_too=True)
 
 

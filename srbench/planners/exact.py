@@ -37,6 +37,7 @@ loaded from numba's cache on disk) before its clock starts: that one-time cost i
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -355,8 +356,10 @@ def plan(
     ``clock`` is what the limit and the times in ``notes`` are measured on: wall-clock time by
     default; ``time.process_time`` makes the limit one of CPU time, which is what compares
     searches on a machine shared with other work (the benchmarks use it there)."""
-    if not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool) or not time_limit > 0:
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    # Finite: an infinite limit would let a search at a capacity it cannot meet run forever, and
+    # would reach notes (and JSON reports) as inf; a long search is asked for in seconds.
+    if not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool) or not 0 < time_limit < math.inf:
+        raise ValueError(f"time_limit must be a positive, finite number of seconds, got {time_limit!r}")
     if capacity is not None and (
         not isinstance(capacity, (int, np.integer)) or isinstance(capacity, bool) or capacity <= 0
     ):
