@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from srbench.cli._args import positive_float
 from srbench.memory.records import TensorUsageRecord
 from srbench.memory.synthetic import synthetic_records
 from srbench.planners import best as best_heuristic
@@ -174,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=10, help="instances per family (seeds 0, 1, ...)")
     parser.add_argument("--buffers", type=int, default=300, help="buffers per instance")
-    parser.add_argument("--time-limit", type=float, default=5.0, help="exact's CPU-second limit per call")
+    parser.add_argument("--time-limit", type=positive_float, default=5.0, help="exact's CPU-second limit per call")
     parser.add_argument("--alignment", type=int, default=1, help="offset alignment the records are planned at")
     parser.add_argument("--families", default=",".join(f.value for f in Family), help="comma-separated families")
     args = parser.parse_args(argv)

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from srbench.asv_tracking.attributes import asv_attributes
+from srbench.cli._args import positive_float
 from srbench.memory.instances import HardInstance, hard_instance
 from srbench.memory.minimalloc_csv import read_records
 from srbench.memory.records import MemoryPlan, lower_bound
@@ -238,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=COUNT, help="generated instances (seeds first-seed, ...)")
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first generated instance")
     parser.add_argument("--buffers", type=int, help="buffers per generated instance (default: drawn, 150-500)")
-    parser.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="exact's limit per instance (s)")
+    parser.add_argument("--time-limit", type=positive_float, default=TIME_LIMIT, help="exact's limit per instance (s)")
     parser.add_argument("--minimalloc", action="store_true", help="also MiniMalloc's published A-K")
     parser.add_argument("--minimise", action="store_true", help="exact minimises, not told the capacity")
     parser.add_argument("--wall", action="store_true", help="wall-clock time instead of this process's CPU time")

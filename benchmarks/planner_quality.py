@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from srbench.asv_tracking.attributes import asv_attributes
+from srbench.cli._args import positive_float
 from srbench.memory.minimalloc_csv import read_records
 from srbench.memory.records import lower_bound
 from srbench.memory.synthetic import synthetic_records
@@ -293,7 +294,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     global EXACT_TIME_LIMIT
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--planners", default=",".join(planner_names()), help="comma-separated planners (default: all)")
-    parser.add_argument("--time-limit", type=float, default=EXACT_TIME_LIMIT, help="exact's limit per instance (s)")
+    parser.add_argument(
+        "--time-limit", type=positive_float, default=EXACT_TIME_LIMIT, help="exact's limit per instance (s)"
+    )
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="synthetic set sizes ('' for none)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write every figure to FILE")
     args = parser.parse_args(argv)

@@ -120,3 +120,13 @@ def test_the_benchmark_generates_the_seeds_and_size_asked():
     assert [len(instance.records) for instance in instances] == [160] * 3
     assert instances[1] == hard_instance(501, buffers=160)
     assert len({len(instance.records) for instance in hard_instances.generated(4)}) > 1  # drawn by default
+
+
+@pytest.mark.parametrize("limit", ["inf", "0", "abc"])
+def test_the_benchmark_refuses_a_time_limit_exact_would_refuse(limit: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # As `srbench plan --time-limit`: an infinite limit would let a search at a capacity it cannot
+    # meet run forever; refused before any instance is made, naming the option.
+    with pytest.raises(SystemExit) as refused:
+        hard_instances.main(["--count", "1", "--time-limit", limit])
+    assert refused.value.code == 2
+    assert "--time-limit: expected a positive finite number" in capsys.readouterr().err
