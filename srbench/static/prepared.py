@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -241,10 +241,18 @@ def _written_buffers(captured: CapturedGraph) -> set[str]:
     signature = captured.exported.graph_signature
     written = {spec.target for spec in signature.output_specs if spec.kind == OutputKind.BUFFER_MUTATION}
     buffers = {spec.arg.name: spec.target for spec in signature.input_specs if spec.kind == InputKind.BUFFER}
-    for node in captured.graph.nodes:
-        if node.target is torch.ops.aten.copy_.default and getattr(node.args[0], "name", None) in buffers:
-            written.add(buffers[node.args[0].name])
+    written.update(buffers[placeholder] for placeholder in _copies_into(captured.graph, buffers))
     return {target for target in written if target is not None}
+
+
+def _copies_into(graph: torch.fx.Graph, placeholders: Container[str]) -> dict[str, torch.fx.Node]:
+    """The last ``copy_`` into each of ``placeholders`` the graph makes, by placeholder: how the
+    graph export traced (not lowered) writes a buffer, written in place or assigned anew."""
+    copies = {}
+    for node in graph.nodes:
+        if node.target is torch.ops.aten.copy_.default and getattr(node.args[0], "name", None) in placeholders:
+            copies[node.args[0].name] = node  # the last one stays
+    return copies
 
 
 def _rebound_state(captured: CapturedGraph, model: torch.nn.Module) -> dict[str, tuple[dict[str, Any], str]]:
@@ -266,10 +274,7 @@ def _assignments_as_outputs(graph: torch.fx.Graph, rebound: Mapping[str, Any]) -
     ``copy_(buffer, new)``: each such write of a ``rebound`` buffer is made an output of the graph
     (flat index -> the placeholder), as lowering makes it, so the program puts the new value in
     the buffer's table. A lowered graph has none (its new values are outputs already)."""
-    writes = {}
-    for node in graph.nodes:
-        if node.target is torch.ops.aten.copy_.default and getattr(node.args[0], "name", None) in rebound:
-            writes[node.args[0].name] = node  # the last one stays
+    writes = _copies_into(graph, rebound)
     if not writes:
         return {}
     output = next(node for node in graph.nodes if node.op == "output")
