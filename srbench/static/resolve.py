@@ -657,10 +657,11 @@ class Resolver:
             aliased = _shares_storage(reference, arguments)
             if aliased is not None:  # a "functional" op that returned an input as is, or views
                 self.env[node.name] = reference
-                working = self._working_fallbacks(node, op, reference)
-                call = working[0] if working else self._as_is(node, op)
                 if self._returns_its_input(node, op, reference):
                     call = Call("returns its input", returns_its_input, node.args[:1])
+                else:
+                    working = self._working_fallbacks(node, op, reference)
+                    call = working[0] if working else self._as_is(node, op)
                 if isinstance(reference, torch.Tensor):
                     base = self._argument_sharing(node, reference)
                     return Resolution(node.name, kind, Category.ALIASING, native=call, aliases=base)
