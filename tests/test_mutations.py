@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import srbench.memory.lifetimes as lifetimes
+import srbench.static.codegen as codegen
 import srbench.static.resolve as resolve
 from srbench.measure import EquivalenceError, check_equivalence, eager_answer
 from srbench.memory import PlanError
@@ -237,6 +238,50 @@ def test_an_in_place_rewrite_that_writes_the_input_is_flagged(monkeypatch, model
     monkeypatch.undo()
     runtime = StaticModule(relu_first, FIRST, StaticOptions(enable_out_variant=False)).runtime()
     assert protocol(runtime, relu_first).runs == 3
+
+
+# -- outputs that track gradients unlike eager's -------------------------------------------------
+
+
+class GradBlock(torch.nn.Module):
+    """An ``enable_grad`` block in forward: its result requires grad in eager, even under ``no_grad``."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        with torch.enable_grad():
+            return self.linear(x).tanh(), x * 2
+
+
+def test_a_runtime_that_drops_requires_grad_is_flagged(monkeypatch, one_thread):
+    """The program run below the autograd dispatch keys although the model turns grad mode on:
+    eager's values, but the block's result carries no history."""
+    grad_block = GradBlock().eval()
+    monkeypatch.setattr(codegen, "enables_grad", lambda module: False)
+    runtime = StaticModule(grad_block, FIRST).runtime()
+    with pytest.raises(
+        EquivalenceError,
+        match=r"^run 1 \(first shape\): output \[0\] tracks gradients unlike eager's: it requires grad in "
+        r"eager's answer, not in the runtime's$",
+    ):
+        protocol(runtime, grad_block)
+    monkeypatch.undo()
+    assert protocol(StaticModule(grad_block, FIRST).runtime(), grad_block).runs == 3
+
+
+def test_a_runtime_that_adds_requires_grad_is_flagged(model):
+    """The model itself called with grad mode on: eager's values, with history eager's answer
+    (under ``no_grad``) has not."""
+    with pytest.raises(
+        EquivalenceError,
+        match=r"output \[0\] tracks gradients unlike eager's: it requires grad in the runtime's answer, not in "
+        r"eager's$",
+    ):
+        protocol(model, model)
+    with torch.no_grad():
+        assert protocol(model, model).runs == 3
 
 
 # -- tolerances that switch the check off -------------------------------------------------------

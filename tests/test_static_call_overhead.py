@@ -215,6 +215,23 @@ def test_a_run_is_below_autograd_and_gives_the_caller_its_dispatch_state_back():
     runtime(x)  # the runtime is usable again
 
 
+class ReturnsParameter(nn.Module):
+    """A parameter returned, a view of it, and a result computed from it: under ``no_grad``,
+    eager's first two require grad (a view of a parameter made there does), the third does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(randn(4, 4))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.weight, self.weight.t(), x @ self.weight
+
+
+def test_a_returned_parameter_and_its_view_still_require_grad(conformance, static_options):
+    """The harness compares ``requires_grad``: a run below the autograd keys must not lose it."""
+    conformance(ReturnsParameter().eval(), (randn(3, 4),), (randn(5, 4, seed=1),), static_options)
+
+
 class GradBlock(nn.Module):
     """An ``enable_grad`` block in forward: eager's result carries history even under ``no_grad``."""
 

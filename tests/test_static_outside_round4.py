@@ -87,7 +87,8 @@ class GradBlocks(nn.Module):
 def test_an_enable_grad_block_in_forward(conformance, static_options):
     """srbench exports under ``no_grad``: the ``enable_grad`` block becomes a
     ``wrap_with_set_grad_enabled(True, ...)`` sub-module, which torch's lowering to core ATen
-    fails on ('list index out of range'), and ``decompose`` failed to prepare. Such a model is
-    exported again with gradients enabled for the lowering (the block is then inline)."""
+    fails on ('list index out of range'), and ``decompose`` failed to prepare. Lowered from an
+    export with gradients enabled (the block then inline), its result lost its history; such a
+    model is not lowered now (``srbench.graph.capture._kept_unlowered``)."""
     first = (torch.randn(2, 8, generator=torch.Generator().manual_seed(0)),)
     conformance(GradBlocks(), first, (torch.randn(3, 8, generator=torch.Generator().manual_seed(1)),), static_options)

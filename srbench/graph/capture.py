@@ -14,7 +14,6 @@ import re
 import sysconfig
 import threading
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -167,22 +166,29 @@ def _lowering_reason(error: BaseException) -> str:
     return f"{failed}; the model can be prepared without decompose"
 
 
-def _decomposed(exported: ExportedProgram, export_with_grad: Callable[[], ExportedProgram]) -> ExportedProgram:
+def _decomposed(exported: ExportedProgram) -> ExportedProgram:
     """``exported`` lowered to core ATen; where that fails, lowered again with
     ``scaled_dot_product_attention`` kept whole (it then runs as eager runs it). Its decomposition
     gives its result other strides than the captured graph has (pytorch/pytorch#136543), and a
     ``view`` after it then fails: GPT-2 at batch 2 with a padding mask could not be captured.
-    A model with a ``torch.enable_grad()`` block, exported under ``no_grad``, holds it as a
-    ``wrap_with_set_grad_enabled(True, ...)`` sub-module that torch's lowering fails on
-    ('list index out of range'): such a model is exported again with gradients enabled (its
-    block is then inline) and that capture lowered. Dropout out of training is lowered as an
-    alias of its input (:func:`_dropout_out_of_training_as_alias`)."""
+    Dropout out of training is lowered as an alias of its input
+    (:func:`_dropout_out_of_training_as_alias`)."""
     try:
         return _dropout_out_of_training_as_alias(exported).run_decompositions(_decomposition_table())
     except Exception:  # torch raises many types here; the second lowering raises its own
-        if enables_grad(exported.graph_module):
-            return _dropout_out_of_training_as_alias(export_with_grad()).run_decompositions(_decomposition_table())
         return exported.run_decompositions(_decomposition_table(_aten.scaled_dot_product_attention.default))
+
+
+def _kept_unlowered(exported: ExportedProgram) -> bool:
+    """Whether ``decompose`` leaves the capture as export traced it, because the lowering would
+    change the model's answer: writes through unmarked views
+    (:func:`_writes_through_unmarked_views`), or grad mode turned on within (an ``enable_grad``
+    block, :func:`srbench.graph.nodes.enables_grad`). Exported under ``no_grad``, that block is a
+    ``wrap_with_set_grad_enabled(True, ...)`` sub-module, which torch's lowering fails on ('list
+    index out of range'); exported with grad on, the lowered program has no grad-mode calls left,
+    so the block's results lost their history (they require grad in eager, even under
+    ``no_grad``) and results outside it would have gained one."""
+    return _writes_through_unmarked_views(exported.graph) or enables_grad(exported.graph_module)
 
 
 def _writes_through_unmarked_views(graph: torch.fx.Graph) -> bool:
@@ -273,11 +279,6 @@ def _without_effect_tokens(exported: ExportedProgram) -> ExportedProgram:
     return _remove_effect_tokens(exported)
 
 
-def _export_with_grad(model: torch.nn.Module, inputs: Inputs) -> ExportedProgram:
-    with torch.enable_grad():
-        return torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
-
-
 def capture(
     model: torch.nn.Module, example_inputs: Inputs | tuple, *, name: str = "model", decompose: bool = False
 ) -> CapturedGraph:
@@ -316,9 +317,9 @@ def capture(
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
             raise CaptureError(name, _reason(error), model_source_line(error)) from error
         returns_state = _outputs_sharing_state(exported)
-        if decompose and not _writes_through_unmarked_views(exported.graph):
+        if decompose and not _kept_unlowered(exported):
             try:
-                exported = _without_effect_tokens(_decomposed(exported, lambda: _export_with_grad(model, inputs)))
+                exported = _without_effect_tokens(_decomposed(exported))
             except Exception as error:  # the model's code ran fine: torch's own decomposition failed
                 raise CaptureError(name, _lowering_reason(error)) from error
         elif _transforms_functions(exported.graph) and not _writes_through_unmarked_views(exported.graph):

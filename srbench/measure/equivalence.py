@@ -4,8 +4,13 @@ and leave its inputs as eager leaves them (untouched, unless the model writes th
 The runtime is prepared on the first inputs, then run on the first inputs, on inputs of a
 second shape, and on the first inputs again (a runtime that plans memory for one shape must
 neither give a wrong answer on another nor stay broken after it). Every output is compared with
-eager's by ``torch.testing.assert_close`` under the case's tolerance; a failure names the run,
-the output, and the largest absolute and relative difference.
+eager's by ``torch.testing.assert_close`` under the case's tolerance, and by whether it requires
+grad; a failure names the run, the output, and the largest absolute and relative difference.
+
+Eager's answer is eager under ``torch.no_grad``: what an inference runtime, called as the suites
+call it, promises. Not ``torch.inference_mode``: that also turns off a model's own
+``enable_grad`` blocks, whose results require grad under ``no_grad`` (as they do from srbench's
+static runtime, which turns grad mode off itself); see :func:`grad_difference`.
 
 Outputs are matched by their path in the output structure, which must be eager's (container
 types, dict keys as a set, lengths), so permuted or renamed outputs are caught, not compared
@@ -147,6 +152,24 @@ def check_tolerance(rtol: float, atol: float) -> None:
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
+def grad_difference(actual: Any, expected: Any) -> str | None:
+    """Where an output tracks gradients unlike eager's (``requires_grad``), or ``None``.
+
+    ``assert_close`` does not look at it. Eager under ``no_grad`` still gives outputs that require
+    grad: a parameter returned (or a view of one), and what an ``enable_grad`` block in forward
+    computes from parameters; a runtime that drops it gives a caller no gradient where eager's
+    answer has one (and one that adds it, history eager's has not). ``is_leaf`` and ``grad_fn``
+    are not compared: a returned parameter's view is a leaf or not by how it was made, which no
+    caller relies on."""
+    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)):
+        return None
+    if actual.requires_grad == expected.requires_grad:
+        return None
+    if expected.requires_grad:
+        return "it requires grad in eager's answer, not in the runtime's"
+    return "it requires grad in the runtime's answer, not in eager's"
+
+
 def _assert_close(actual: Any, expected: Any, *, rtol: float, atol: float) -> None:
     """``torch.testing.assert_close`` for tensors and numbers; any other leaf a model returns (a
     string, an enum, a dtype) is compared by type and ``==``, which ``assert_close`` refuses
@@ -159,7 +182,7 @@ def _assert_close(actual: Any, expected: Any, *, rtol: float, atol: float) -> No
 
 def compare(actual: Any, expected: Any, *, rtol: float, atol: float, run: str) -> list[Difference]:
     """Compare every output leaf, matched by its path; raise :class:`EquivalenceError` on the
-    first that differs (in structure, type, shape, dtype, device or values)."""
+    first that differs (in structure, type, shape, dtype, device, values or ``requires_grad``)."""
     check_tolerance(rtol, atol)
     _check_readable(actual, "output", run)
     got, want = leaves(actual), leaves(expected)
@@ -183,6 +206,8 @@ def compare(actual: Any, expected: Any, *, rtol: float, atol: float, run: str) -
                 f"{run}: output {path} differs from eager: largest absolute difference {diff.max_abs:.3g}, "
                 f"largest relative difference {diff.max_rel:.3g} (rtol={rtol:g}, atol={atol:g})\n{error}"
             ) from None
+        if (grad := grad_difference(actual_leaf, expected_leaf)) is not None:
+            raise EquivalenceError(f"{run}: output {path} tracks gradients unlike eager's: {grad}")
         differences.append(diff)
     return differences
 
@@ -210,9 +235,9 @@ class Expected:
 
 
 def eager_answer(model: Callable[..., Any], inputs: Inputs | tuple) -> Expected:
-    """Run ``model`` (eager, under ``torch.inference_mode``) on a copy of ``inputs``."""
+    """Run ``model`` (eager, under ``torch.no_grad``: see the module's docstring) on a copy of ``inputs``."""
     call = Inputs.coerce(inputs).clone()
-    with torch.inference_mode():
+    with torch.no_grad():
         outputs = call.call(model)
     return Expected(outputs, call)
 
