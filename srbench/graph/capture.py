@@ -130,6 +130,9 @@ class CapturedGraph:
     # export graph writes into the buffer (``copy_``) as it does written ones; told by the eager
     # call preparing makes (srbench.graph.attribute_state), empty where there was none
     assigned_state: frozenset[str] = frozenset()
+    # whether the program is torch's lowering to core ATen of export's (``decompose``, where
+    # applied: see _kept_unlowered)
+    lowered: bool = False
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -317,7 +320,8 @@ def capture(
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
             raise CaptureError(name, _reason(error), model_source_line(error)) from error
         returns_state = _outputs_sharing_state(exported)
-        if decompose and not _kept_unlowered(exported):
+        lowered = decompose and not _kept_unlowered(exported)
+        if lowered:
             try:
                 exported = _without_effect_tokens(_decomposed(exported))
             except Exception as error:  # the model's code ran fine: torch's own decomposition failed
@@ -330,4 +334,4 @@ def capture(
     if any(isinstance(value, torch.Generator) for value in exported.constants.values()):
         raise CaptureError(name, _GENERATOR)
     return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs,
-                         returns_state=returns_state)  # fmt: skip
+                         returns_state=returns_state, lowered=lowered)  # fmt: skip

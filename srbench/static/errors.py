@@ -23,6 +23,20 @@ class UnsupportedOpError(RuntimeError):
         super().__init__(f"op {op} (node {node!r}) can run neither with an out variant nor as fallback: {reason}")
         self.op = op
         self.node = node
+        self.reason = reason
+
+    def torch_lowering_fails_too(self, failure: str) -> UnsupportedOpError:
+        """This refusal, saying that the program torch's lowering made fails by itself on the same
+        inputs (``failure``, its error: see :mod:`srbench.graph.lowered_program`), so the user
+        knows the fault is the lowering's and that preparing without ``decompose`` avoids it."""
+        error = "with the same error" if failure in self.reason else f"({failure})"
+        return UnsupportedOpError(
+            self.op,
+            self.node,
+            f"{self.reason}; torch's own lowered program (ExportedProgram.run_decompositions(), run by torch "
+            f"as .module()) fails on these inputs too, {error}: torch's lowering to core ATen "
+            "(decompose=True) breaks the model; it can be prepared without decompose",
+        )
 
 
 class OutVariantWarning(UserWarning):

@@ -33,6 +33,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from srbench.graph import CapturedGraph, CaptureError, capture
 from srbench.graph.attribute_state import refuse_carried_state
 from srbench.graph.eager_layout import give_eager_layouts
+from srbench.graph.lowered_program import lowered_program_failure
 from srbench.graph.subgraph import Subgraph, capture_subgraph
 from srbench.inputs import Inputs
 from srbench.memory.hosting import NO_HOSTING, Hosting, estimated_peak, plan_hosting, validate_hosting
@@ -561,13 +562,19 @@ def prepare_graph(
         if name in written and name in constant_nodes and isinstance(value, torch.Tensor)
     )
     with torch.no_grad():
-        resolutions = resolve(
-            graph,
-            probe_values,
-            frozenset(constant_nodes - written),
-            out_variants,
-            serve=options.serve_fallbacks and options.enable_out_variant,
-        )
+        try:
+            resolutions = resolve(
+                graph,
+                probe_values,
+                frozenset(constant_nodes - written),
+                out_variants,
+                serve=options.serve_fallbacks and options.enable_out_variant,
+            )
+        except UnsupportedOpError as error:
+            failure = lowered_program_failure(model, inputs, name=name) if captured.lowered else None
+            if failure is None:
+                raise
+            raise error.torch_lowering_fails_too(failure) from error
     aliases = {node: r.aliases for node, r in resolutions.items() if r.aliases}
     aliases |= {element: base for r in resolutions.values() for element, base in r.element_aliases}
     analysis = analyze_lifetimes(graph, aliases=aliases) if aliases else schema_analysis
