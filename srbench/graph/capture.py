@@ -28,6 +28,7 @@ from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_re
 from srbench.graph.eager_paths import eager_inference_paths
 from srbench.graph.module_snapshot import module_kept
 from srbench.graph.nodes import enables_grad, written_arguments
+from srbench.graph.state_names import lowered_with_own_names
 from srbench.inputs import Inputs
 
 # torch.export patches process-wide state (nn.Module attribute access, a tracing mode stack)
@@ -182,6 +183,11 @@ def _decomposed(exported: ExportedProgram) -> ExportedProgram:
         return exported.run_decompositions(_decomposition_table(_aten.scaled_dot_product_attention.default))
 
 
+def _retraced(exported: ExportedProgram) -> ExportedProgram:
+    """``exported`` retraced at the ATen level without decompositions (see :func:`_transforms_functions`)."""
+    return _dropout_out_of_training_as_alias(exported).run_decompositions({})
+
+
 def _kept_unlowered(exported: ExportedProgram) -> bool:
     """Whether ``decompose`` leaves the capture as export traced it, because the lowering would
     change the model's answer: writes through unmarked views
@@ -323,12 +329,12 @@ def capture(
         lowered = decompose and not _kept_unlowered(exported)
         if lowered:
             try:
-                exported = _without_effect_tokens(_decomposed(exported))
+                exported = _without_effect_tokens(lowered_with_own_names(exported, _decomposed))
             except Exception as error:  # the model's code ran fine: torch's own decomposition failed
                 raise CaptureError(name, _lowering_reason(error)) from error
         elif _transforms_functions(exported.graph) and not _writes_through_unmarked_views(exported.graph):
             try:
-                exported = _without_effect_tokens(_dropout_out_of_training_as_alias(exported).run_decompositions({}))
+                exported = _without_effect_tokens(lowered_with_own_names(exported, _retraced))
             except Exception as error:
                 raise CaptureError(name, _lowering_reason(error)) from error
     if any(isinstance(value, torch.Generator) for value in exported.constants.values()):

@@ -16,6 +16,7 @@ import torch
 
 from srbench.formatting import error_summary
 from srbench.graph.capture import capture
+from srbench.graph.state_names import colliding_names, rename_state
 from srbench.inputs import Inputs
 
 
@@ -28,8 +29,10 @@ def lowered_program_failure(model: torch.nn.Module, inputs: Inputs, *, name: str
     captured = capture(model, inputs, name=name, decompose=True)
     if not captured.lowered:
         return None
-    program = captured.exported.module()
-    written = set(captured.exported.graph_signature.buffers_to_mutate.values())
+    exported = captured.exported
+    rename_state(exported, colliding_names(exported))  # .module() cannot take them either
+    program = exported.module()
+    written = set(exported.graph_signature.buffers_to_mutate.values())
     buffers = {qualified: buffer.clone() for qualified, buffer in program.named_buffers() if qualified in written}
     call = inputs.clone()
     devices = sorted({t.device.index or 0 for t in call.tensors() if t.device.type == "cuda"})
