@@ -43,15 +43,17 @@ def rename_state(exported: ExportedProgram, names: Mapping[str, str]) -> None:
     if not names:
         return
 
-    def renamed(target: str | None) -> str | None:
-        if target is None:
-            return None
+    def renamed(target: str) -> str:
         first, dot, rest = target.partition(".")
         return names.get(first, first) + dot + rest
 
     signature = exported.graph_signature
-    signature.input_specs = [replace(spec, target=renamed(spec.target)) for spec in signature.input_specs]
-    signature.output_specs = [replace(spec, target=renamed(spec.target)) for spec in signature.output_specs]
+    signature.input_specs = [
+        spec if spec.target is None else replace(spec, target=renamed(spec.target)) for spec in signature.input_specs
+    ]
+    signature.output_specs = [
+        spec if spec.target is None else replace(spec, target=renamed(spec.target)) for spec in signature.output_specs
+    ]
     exported._state_dict = {renamed(key): value for key, value in exported.state_dict.items()}
     exported._constants = {renamed(key): value for key, value in exported.constants.items()}
 
