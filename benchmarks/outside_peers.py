@@ -75,7 +75,7 @@ def run_one(case: Any, runtime_name: str, seconds: int) -> dict[str, str]:
 
     from srbench.graph import CaptureError
     from srbench.measure.equivalence import EquivalenceError, check_equivalence, eager_answer
-    from srbench.runtimes import RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime, get_runtime
+    from srbench.runtimes import RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime, eager_mode_of, get_runtime
 
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(seconds)
@@ -84,10 +84,11 @@ def run_one(case: Any, runtime_name: str, seconds: int) -> dict[str, str]:
         torch.manual_seed(0)
         model = case.build().eval()
         calls = [case.make_inputs(0), case.make_inputs(1)]
-        expected = [eager_answer(model, call) for call in calls]
+        runtime_class = get_runtime(runtime_name)
+        expected = [eager_answer(model, call, eager_mode_of(runtime_class)) for call in calls]
         stage = "prepare"
         try:
-            runtime = get_runtime(runtime_name)(model, calls[0], RuntimeOptions(threads=1))
+            runtime = runtime_class(model, calls[0], RuntimeOptions(threads=1))
         except RuntimeUnavailable as error:
             return {"outcome": "skip", "detail": _reason(error)}
         except (UnsupportedRuntime, CaptureError) as error:

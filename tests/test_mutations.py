@@ -13,10 +13,12 @@ import torch
 import srbench.memory.lifetimes as lifetimes
 import srbench.static.codegen as codegen
 import srbench.static.resolve as resolve
+from srbench.inputs import Inputs
 from srbench.measure import EquivalenceError, check_equivalence, eager_answer
 from srbench.memory import PlanError
 from srbench.memory.records import MemoryPlan, TensorUsageRecord
 from srbench.planners import PLANNERS, plan_memory
+from srbench.runtimes import EagerMode, RuntimeOptions, eager_mode_of, get_runtime
 from srbench.static import OutVariantRegistry, StaticModule, StaticOptions
 from srbench.static.calls import Call
 
@@ -46,8 +48,8 @@ def model(one_thread) -> torch.nn.Module:
     return MLP().eval()
 
 
-def protocol(runtime, model, *, rtol=1e-5, atol=1e-6, **kwargs):
-    expected = eager_answer(model, FIRST), eager_answer(model, SECOND)
+def protocol(runtime, model, *, rtol=1e-5, atol=1e-6, mode=EagerMode.NO_GRAD, **kwargs):
+    expected = eager_answer(model, FIRST, mode), eager_answer(model, SECOND, mode)
     return check_equivalence(runtime, FIRST, SECOND, *expected, rtol=rtol, atol=atol, **kwargs)
 
 
@@ -282,6 +284,20 @@ def test_a_runtime_that_adds_requires_grad_is_flagged(model):
         protocol(model, model)
     with torch.no_grad():
         assert protocol(model, model).runs == 3
+
+
+def test_each_runtime_is_compared_with_eager_called_as_it_calls_the_model(one_thread):
+    """The eager plugin runs under ``inference_mode``, where the model's ``enable_grad`` block
+    records nothing: its reference is eager called so; srbench's is eager under ``no_grad``."""
+    grad_block = GradBlock().eval()
+    for name, mode in (("eager", EagerMode.INFERENCE_MODE), ("srbench", EagerMode.NO_GRAD)):
+        runtime_class = get_runtime(name)
+        assert eager_mode_of(runtime_class) is mode
+        assert (
+            protocol(runtime_class(grad_block, Inputs.coerce(FIRST), RuntimeOptions()), grad_block, mode=mode).runs == 3
+        )
+    with pytest.raises(EquivalenceError, match="tracks gradients unlike eager's"):
+        protocol(get_runtime("eager")(grad_block, Inputs.coerce(FIRST), RuntimeOptions()), grad_block)
 
 
 # -- tolerances that switch the check off -------------------------------------------------------

@@ -15,7 +15,7 @@ from srbench.inputs import Inputs
 from srbench.measure.equivalence import EquivalenceReport, Expected, check_equivalence, eager_answer
 from srbench.measure.memory import MemoryReport, measure_memory
 from srbench.measure.profile import op_profile
-from srbench.runtimes import Runtime, get_runtime
+from srbench.runtimes import Runtime, eager_mode_of, get_runtime
 from srbench.suites.spec import CaseSpec
 from srbench.zoo import ModelCase, Zoo, load_zoo
 
@@ -77,8 +77,9 @@ def prepare_case(spec: CaseSpec, *, zoo: Zoo | None = None) -> PreparedCase:
     model = model_case.model().to(device)
     first = model_case.example_inputs(0, spec.batch).to(device)
     second = model_case.example_inputs(1, spec.batch).to(device)
-    expected_first, expected_second = eager_answer(model, first), eager_answer(model, second)
     runtime_class = get_runtime(spec.runtime)
+    mode = eager_mode_of(runtime_class)
+    expected_first, expected_second = eager_answer(model, first, mode), eager_answer(model, second, mode)
     start = time.perf_counter()
     runtime = runtime_class(model, first, spec.options)
     prepare_seconds = time.perf_counter() - start

@@ -7,10 +7,11 @@ neither give a wrong answer on another nor stay broken after it). Every output i
 eager's by ``torch.testing.assert_close`` under the case's tolerance, and by whether it requires
 grad; a failure names the run, the output, and the largest absolute and relative difference.
 
-Eager's answer is eager under ``torch.no_grad``: what an inference runtime, called as the suites
-call it, promises. Not ``torch.inference_mode``: that also turns off a model's own
-``enable_grad`` blocks, whose results require grad under ``no_grad`` (as they do from srbench's
-static runtime, which turns grad mode off itself); see :func:`grad_difference`.
+Eager's answer is eager as the runtime calls the model (:class:`~srbench.runtimes.EagerMode`):
+under ``torch.no_grad`` by default, what srbench's static runtime promises (it turns grad mode
+off itself, and a model's own ``enable_grad`` block still records history there); under
+``torch.inference_mode`` for the runtimes that run the model so (the eager plugin, the peers),
+where such a block records nothing. See :func:`grad_difference`.
 
 Outputs are matched by their path in the output structure, which must be eager's (container
 types, dict keys as a set, lengths), so permuted or renamed outputs are caught, not compared
@@ -31,6 +32,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from srbench.inputs import Inputs, flatten_with_paths
+from srbench.runtimes import EagerMode
 
 
 class EquivalenceError(AssertionError):
@@ -234,10 +236,10 @@ class Expected:
     inputs_after: Inputs
 
 
-def eager_answer(model: Callable[..., Any], inputs: Inputs | tuple) -> Expected:
-    """Run ``model`` (eager, under ``torch.no_grad``: see the module's docstring) on a copy of ``inputs``."""
+def eager_answer(model: Callable[..., Any], inputs: Inputs | tuple, mode: EagerMode = EagerMode.NO_GRAD) -> Expected:
+    """Run ``model`` (eager, in ``mode``: see the module's docstring) on a copy of ``inputs``."""
     call = Inputs.coerce(inputs).clone()
-    with torch.no_grad():
+    with mode.context():
         outputs = call.call(model)
     return Expected(outputs, call)
 

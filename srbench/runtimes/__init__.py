@@ -14,6 +14,8 @@ sweep over planners does not multiply the eager cases (see ``srbench.suites.expa
 ``honours`` names the :class:`~srbench.options.StaticOptions` fields (the options of memory
 planning, :data:`~srbench.options.STATIC_OPTION_NAMES`) that the runtime reads, and ``devices``
 the devices it can run on. ``slow`` marks runtimes whose prepare step is slow (compilation).
+``eager_mode`` (an :class:`EagerMode`; optional, ``NO_GRAD`` where absent) says how eager is called
+for the answers the runtime's are compared with: as the runtime calls the model.
 Optional methods feed the measurements (``srbench.measure``): ``planned_memory() ->
 PlannedMemory | None`` for runtimes that plan memory, and ``op_profile(inputs, iterations) ->
 {node kind: ms per call}`` (``inputs`` an :class:`~srbench.inputs.Inputs`) for runtimes that time
@@ -26,6 +28,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, ClassVar, Protocol
 
 from srbench.inputs import Inputs
@@ -35,10 +38,12 @@ from srbench.registry import Registry
 __all__ = [
     "RUNTIMES",
     "STATIC_OPTION_NAMES",
+    "EagerMode",
     "PlannedMemory",
     "Runtime",
     "RuntimeOptions",
     "UnsupportedRuntime",
+    "eager_mode_of",
     "get_runtime",
     "intra_op_threads",
     "quiet_jit",
@@ -67,6 +72,23 @@ class PlannedMemory:
     graph_lower_bound: int
 
 
+class EagerMode(Enum):
+    """How eager is called for the answers a runtime's are compared with (``requires_grad`` is
+    compared too: :func:`srbench.measure.equivalence.grad_difference`). The two differ only on a
+    model that turns grad mode on within (``enable_grad``): under ``no_grad`` that block's results
+    carry history, as srbench's static runtime keeps it; under ``inference_mode``, the mode the
+    peer runtimes and the eager plugin run in (their measured mode), it records nothing."""
+
+    NO_GRAD = "no_grad"
+    INFERENCE_MODE = "inference_mode"
+
+    def context(self) -> Any:
+        """The context manager that calls eager this way."""
+        import torch
+
+        return torch.no_grad() if self is EagerMode.NO_GRAD else torch.inference_mode()
+
+
 class Runtime(Protocol):
     honours: ClassVar[tuple[str, ...]]
     devices: ClassVar[tuple[str, ...]]
@@ -79,6 +101,13 @@ class Runtime(Protocol):
 
 def runtime_names() -> list[str]:
     return RUNTIMES.names()
+
+
+def eager_mode_of(runtime: type[Runtime]) -> EagerMode:
+    """The runtime's :class:`EagerMode`; ``NO_GRAD`` for a plugin that does not say."""
+    mode = getattr(runtime, "eager_mode", EagerMode.NO_GRAD)
+    assert isinstance(mode, EagerMode), f"{runtime.__name__}.eager_mode must be an EagerMode, got {mode!r}"
+    return mode
 
 
 def get_runtime(name: str) -> type[Runtime]:

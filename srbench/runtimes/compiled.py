@@ -13,13 +13,14 @@ from typing import Any, ClassVar
 import torch
 
 from srbench.inputs import Inputs
-from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, quiet_jit
+from srbench.runtimes import EagerMode, RuntimeOptions, UnsupportedRuntime, quiet_jit
 
 
 class CompiledRuntime:
     honours: ClassVar[tuple[str, ...]] = ()
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     slow: ClassVar[bool] = True
+    eager_mode: ClassVar[EagerMode] = EagerMode.INFERENCE_MODE
 
     def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         # Dynamo caches compiled code per Python code object and silently falls back to eager after

@@ -19,7 +19,7 @@ import torch
 
 from srbench.formatting import error_summary
 from srbench.inputs import Inputs
-from srbench.runtimes import RuntimeOptions, UnsupportedRuntime
+from srbench.runtimes import EagerMode, RuntimeOptions, UnsupportedRuntime
 from srbench.runtimes.torchscript import call_frozen, frozen_torchscript
 
 _UNSUPPORTED = "Found unsupported op:"  # what Static Runtime logs, per op, before it refuses a graph
@@ -48,6 +48,7 @@ class CxxStaticRuntime:
     honours: ClassVar[tuple[str, ...]] = ()
     devices: ClassVar[tuple[str, ...]] = ("cpu",)  # Static Runtime is CPU-only
     slow: ClassVar[bool] = False
+    eager_mode: ClassVar[EagerMode] = EagerMode.INFERENCE_MODE
 
     def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         if options.device != "cpu":

@@ -1,4 +1,5 @@
-"""Eager PyTorch under ``torch.inference_mode``: the reference every other runtime is compared with."""
+"""Eager PyTorch under ``torch.inference_mode``: the measured baseline, and the reference of the
+runtimes that run under it too (:class:`~srbench.runtimes.EagerMode`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ from typing import Any, ClassVar
 import torch
 
 from srbench.inputs import Inputs
-from srbench.runtimes import RuntimeOptions
+from srbench.runtimes import EagerMode, RuntimeOptions
 
 
 class EagerRuntime:
     honours: ClassVar[tuple[str, ...]] = ()
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     slow: ClassVar[bool] = False
+    eager_mode: ClassVar[EagerMode] = EagerMode.INFERENCE_MODE
 
     def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         self.model = model.eval()

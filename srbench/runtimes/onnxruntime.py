@@ -34,7 +34,7 @@ from torch.utils import _pytree as pytree
 
 from srbench.formatting import error_summary, first_line
 from srbench.inputs import Inputs
-from srbench.runtimes import RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime
+from srbench.runtimes import EagerMode, RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime
 
 # Loggers of the exporter and its ONNX libraries: they report, at INFO and WARNING, every skipped
 # optional op library (torchvision) and every constant they do not fold, on every export.
@@ -189,6 +189,7 @@ class OnnxRuntime:
     honours: ClassVar[tuple[str, ...]] = ()
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
     slow: ClassVar[bool] = False
+    eager_mode: ClassVar[EagerMode] = EagerMode.INFERENCE_MODE  # ORT's results never carry history
 
     def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         try:

@@ -18,13 +18,14 @@ import torch
 
 from srbench.inputs import Inputs
 from srbench.memory.records import lower_bound
-from srbench.runtimes import STATIC_OPTION_NAMES, PlannedMemory, RuntimeOptions, UnsupportedRuntime
+from srbench.runtimes import STATIC_OPTION_NAMES, EagerMode, PlannedMemory, RuntimeOptions, UnsupportedRuntime
 
 
 class SrbenchRuntime:
     honours: ClassVar[tuple[str, ...]] = STATIC_OPTION_NAMES
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     slow: ClassVar[bool] = False
+    eager_mode: ClassVar[EagerMode] = EagerMode.NO_GRAD
 
     def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         from srbench.static import InputSignatureError, StaticModule, UnsupportedOpError

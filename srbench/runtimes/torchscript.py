@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 
 from srbench.formatting import error_summary
 from srbench.inputs import Inputs
-from srbench.runtimes import RuntimeOptions, UnsupportedRuntime, quiet_jit
+from srbench.runtimes import EagerMode, RuntimeOptions, UnsupportedRuntime, quiet_jit
 
 
 class CallMismatch(UnsupportedRuntime):
@@ -194,6 +194,7 @@ class TorchScriptRuntime:
     honours: ClassVar[tuple[str, ...]] = ()
     devices: ClassVar[tuple[str, ...]] = ("cpu", "cuda")
     slow: ClassVar[bool] = False
+    eager_mode: ClassVar[EagerMode] = EagerMode.INFERENCE_MODE
 
     def __init__(self, model: torch.nn.Module, example_inputs: Inputs, options: RuntimeOptions = RuntimeOptions()):
         self.module, self.how, self.flat = frozen_torchscript(model, example_inputs)
