@@ -64,3 +64,20 @@ def test_a_model_with_such_names_runs_as_eager(conformance, static_options):
 def test_torchs_lowered_program_of_such_a_model_is_not_said_to_fail():
     """The check of :mod:`srbench.graph.lowered_program` runs the program under the renamed names."""
     assert lowered_program_failure(NamedLikeGraphModule(), Inputs.coerce(rows(3, 0)), name="model") is None
+
+
+class VmappedGraph(nn.Module):
+    """``torch.vmap`` over a sub-module named ``graph``: such a capture is retraced at the ATen level
+    without decompositions, with or without ``decompose``, and that retrace failed the same way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.graph = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.vmap(self.graph)(x).relu()
+
+
+def test_a_vmapped_submodule_named_graph_runs_as_eager(conformance, static_options):
+    first, second = (torch.randn(n, 2, 4, generator=torch.Generator().manual_seed(n)) for n in (3, 5))
+    conformance(VmappedGraph(), (first,), (second,), static_options)

@@ -5,10 +5,11 @@ and constants back on a ``torch.fx.GraphModule`` under their qualified names, th
 by attribute. A model's sub-module named ``graph``, ``code`` or ``meta`` (a PyG layer
 ``self.graph = GraphConv(...)``) is legal on the model, but on a GraphModule that name is the
 module's own graph, code or metadata: torch failed with "references nonexistent attribute lin of
-graph" and ``decompose`` could not prepare such a model. The names whose first part is one of
-the GraphModule's own attributes are renamed in the program before the lowering and back in the
-lowered program after (the signature's targets, the state dict's and constants' keys), so the
-rest of srbench sees the model's own names.
+graph" and ``decompose`` could not prepare such a model (nor could any option prepare one
+that ``torch.vmap``s such a sub-module: its capture is retraced at the ATen level alike). The
+names whose first part is one of the GraphModule's own attributes are renamed in the program
+before the lowering and back in the lowered program after (the signature's targets, the state
+dict's and constants' keys), so the rest of srbench sees the model's own names.
 """
 
 from __future__ import annotations
