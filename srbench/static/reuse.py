@@ -7,7 +7,10 @@ the input and the result then overlap in time at the op, so both need room in th
 op (tagged ``pointwise``: its out kernel reads and writes element by element, which ATen's
 TensorIterator allows with ``out`` the very tensor it reads) can write into its input's slab
 tensor instead, when that input has the result's geometry and no later op reads its storage.
-The result then takes over the input's storage: one record in the plan instead of two.
+The result then takes over the input's storage: one record in the plan instead of two. Not
+where another argument of the op lives in that storage otherwise laid out (``h / h[..., -1:,
+-1:]``, the tenth round's kornia homographies): the kernel would write elements it reads later,
+which ATen refuses where it sees the overlap and computes wrong where it does not.
 
 Only srbench's own candidates are used so (a user's registered out variant may not read its
 input before writing), only where both tensors are managed, and only on one stream: with
@@ -62,7 +65,18 @@ def dying_input_reuses(graph: torch.fx.Graph, plans: Sequence[NodePlan], analysi
                 and record.last == step[node.name]
                 and geometry is not None
                 and _geometry(argument.meta.get("val")) == geometry
+                and not _read_otherwise(node, storage, geometry, analysis)
             ):
                 reuses[node.name] = argument.name
                 break
     return reuses
+
+
+def _read_otherwise(node: torch.fx.Node, storage: str | None, geometry: tuple, analysis: LifetimeAnalysis) -> bool:
+    """Whether an argument of ``node`` reads ``storage`` laid out otherwise than ``geometry`` (a
+    view of the input the result would be written over): the same tensor read twice is
+    element-for-element, which out kernels allow; any other view reads what the kernel writes."""
+    return any(
+        analysis.storage_of.get(argument.name) == storage and _geometry(argument.meta.get("val")) != geometry
+        for argument in node.all_input_nodes
+    )
