@@ -45,3 +45,20 @@ def test_an_op_is_not_written_over_an_input_that_another_argument_views(options,
     for scale in (1.0, 2.0):
         a, b = call.args[0] * scale, call.args[1]
         torch.testing.assert_close(runtime(a, b), model(a, b))
+
+
+def test_kornias_perspective_transform_runs_under_out_variants():
+    """The same on kornia itself, as the round found it: ``get_perspective_transform`` of four
+    point pairs at batch 1 (its solve, then the division by the homography's last element)."""
+    kornia = pytest.importorskip("kornia", reason="the kornia extra is not installed")
+
+    class Perspective(nn.Module):
+        def forward(self, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            return kornia.geometry.transform.get_perspective_transform(source, target) * 2
+
+    square = torch.tensor([[[0.0, 0.0], [7.0, 0.0], [7.0, 7.0], [0.0, 7.0]]])
+    model = Perspective()
+    runtime = StaticModule(model, Inputs.of(square, square + randn(1, 4, 2) / 4)).runtime()
+    for seed in (1, 2):
+        target = square + randn(1, 4, 2, seed=seed) / 4
+        torch.testing.assert_close(runtime(square, target), model(square, target))
