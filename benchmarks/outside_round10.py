@@ -207,7 +207,7 @@ def _x_transformers_models() -> list[OutsideModel]:
             decoder = x.Decoder(dim=32, depth=2, heads=4, rotary_pos_emb=True, residual_attn=True)
             self.model = x.ContinuousTransformerWrapper(dim_in=6, dim_out=4, max_seq_len=32, attn_layers=decoder)
 
-        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], tuple[torch.Tensor, ...]]:
             out, intermediates = self.model(x, return_intermediates=True)
             return out, intermediates.hiddens, tuple(i.post_softmax_attn for i in intermediates.attn_intermediates)
 

@@ -16,7 +16,7 @@ from srbench.static import StaticModule
 
 class NormalisedByAnElement(nn.Module):
     """kornia's ``get_perspective_transform`` (and every homography it normalises): a product
-    divided by one of its own elements, ``h / h[..., -1:, -1:]``, then used."""
+    divided by one of its own elements, ``h / h[..., 2:3, 2:3]``, then used."""
 
     def __init__(self, corner: int) -> None:
         super().__init__()
@@ -32,7 +32,7 @@ class NormalisedByAnElement(nn.Module):
 @pytest.mark.parametrize(("batch", "corner"), [(1, 2), (2, 0)], ids=["refused", "silently-wrong"])
 def test_an_op_is_not_written_over_an_input_that_another_argument_views(options, batch, corner):
     """An elementwise op whose input dies with it writes its result over that input; where
-    another argument of the op is a view of the same storage (the divisor ``h[..., -1:, -1:]``),
+    another argument of the op is a view of the same storage (the divisor ``h[..., 2:3, 2:3]``),
     the out kernel writes elements that it reads later. ATen refuses the overlap where it sees it
     ("some elements of the input tensor and the written-to tensor refer to a single memory
     location": one element at batch 1; kornia's geometry failed so at every call under out
@@ -49,7 +49,7 @@ def test_an_op_is_not_written_over_an_input_that_another_argument_views(options,
 
 def test_kornias_perspective_transform_runs_under_out_variants():
     """The same on kornia itself, as the round found it: ``get_perspective_transform`` of four
-    point pairs at batch 1 (its solve, then the division by the homography's last element)."""
+    point pairs at batch 1 (its closed form, then the division by the homography's last element)."""
     kornia = pytest.importorskip("kornia", reason="the kornia extra is not installed")
 
     class Perspective(nn.Module):

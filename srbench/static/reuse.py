@@ -8,8 +8,8 @@ op (tagged ``pointwise``: its out kernel reads and writes element by element, wh
 TensorIterator allows with ``out`` the very tensor it reads) can write into its input's slab
 tensor instead, when that input has the result's geometry and no later op reads its storage.
 The result then takes over the input's storage: one record in the plan instead of two. Not
-where another argument of the op lives in that storage otherwise laid out (``h / h[..., -1:,
--1:]``, the tenth round's kornia homographies): the kernel would write elements it reads later,
+where another argument of the op lives in that storage otherwise laid out (``h / h[..., 2:3,
+2:3]``, the tenth round's kornia homographies): the kernel would write elements it reads later,
 which ATen refuses where it sees the overlap and computes wrong where it does not.
 
 Only srbench's own candidates are used so (a user's registered out variant may not read its
