@@ -110,26 +110,113 @@ def test_the_search_decides_like_brute_force_with_alignment_and_shared_lifetimes
         optimum = skyline_optimum(records, alignment=4)
         first, last, size = (np.array([getattr(r, key) for r in records]) for key in ("first", "last", "size"))
         for group in time_groups(first, last):
-            part = build_partition(group, first, last, size)
+            part = build_partition(group, first, last, size, 4)
             optimum = skyline_optimum([records[index] for index in group], alignment=4)
             for capacity in range(max(optimum - 4, part.lower_bound), optimum + 1):
                 for order in PREORDERINGS + SWEEP_ORDERS:
                     scale = None if jitter is None else np_rng.uniform(1 - jitter, 1 + jitter, len(group))
-                    state = SearchState(part, capacity, order, 4, scale)
+                    state = SearchState(part, capacity, order, scale)
                     assert state.run(10**7) == (FOUND if capacity >= optimum else EXHAUSTED), (records, capacity)
                     decided += capacity < optimum
     assert decided > 0  # some capacities had to be proven infeasible
 
 
-def _random_partitions(rng: random.Random, instances: int, buffers: int, sizes: tuple[int, int]):
+@pytest.mark.parametrize("alignment", [1, 8, 64])
+def test_the_search_decides_like_brute_force_at_an_alignment_with_odd_sizes(alignment):
+    """The search works in units of the alignment, each buffer ending by its own top (its size's
+    remainder decides whether that is q or q + 1 units, Partition.tops): at alignments 1, 8 and 64,
+    with sizes that are not multiples of them and capacities that are not either, every static and
+    randomised order must find a packing exactly where the enumerator does, within the capacity
+    in bytes at aligned offsets; a backjumping search may give up, never claim a packing that
+    does not fit nor prove a capacity that has one infeasible. Lifetimes repeat, so the symmetry
+    rule (which must keep a stacked pair's order only where the lower one's top allows the swap)
+    is exercised."""
+    rng = random.Random(alignment)
+    np_rng = np.random.default_rng(alignment)
+    decided = found = 0
+    for _ in range(12):
+        lifetimes = [(first, first + rng.randint(0, 2)) for first in (rng.randint(0, 3) for _ in range(4))]
+        records = [R(f"t{i}", *rng.choice(lifetimes), rng.randint(1, 3 * alignment + 2)) for i in range(6)]
+        first, last, size = (np.array([getattr(r, key) for r in records]) for key in ("first", "last", "size"))
+        for group in time_groups(first, last):
+            part = build_partition(group, first, last, size, alignment)
+            members = [records[index] for index in group]
+            optimum = skyline_optimum(members, alignment=alignment)
+            below = range(max(optimum - 2 * alignment, 1), optimum - 3)
+            capacities = sorted({*range(max(optimum - 3, 1), optimum + 2), *rng.sample(below, min(4, len(below)))})
+            for capacity in capacities:
+                for order, backjump in [*((o, False) for o in PREORDERINGS + SWEEP_ORDERS), (SWEEP_ORDERS[0], True)]:
+                    state = SearchState(part, capacity, order, np_rng.uniform(0.7, 1.3, len(group)), backjump)
+                    status = state.run(10**6)
+                    if backjump:
+                        assert status in ((FOUND, GAVE_UP) if capacity >= optimum else (GAVE_UP, EXHAUSTED))
+                    else:
+                        assert status == (FOUND if capacity >= optimum else EXHAUSTED), (records, capacity, order)
+                    if status == FOUND:
+                        offsets = dict(zip((r.id for r in members), state.offsets().tolist()))
+                        total = max(offsets[r.id] + r.size for r in members)
+                        assert total <= capacity
+                        validate_plan(members, MemoryPlan("search", offsets, total), alignment=alignment)
+                        found += 1
+                    decided += status == EXHAUSTED
+    assert decided > 0 and found > 0
+
+
+@pytest.mark.parametrize("alignment", [1, 8, 64])
+def test_proves_the_optimum_at_an_alignment_with_odd_sizes(alignment):
+    rng = random.Random(100 + alignment)
+    for _ in range(12):
+        records = [
+            R(f"t{i}", first, first + rng.randint(0, 3), rng.randint(1, 4 * alignment + 3))
+            for i, first in enumerate(rng.randint(0, 6) for _ in range(6))
+        ]
+        plan = exact.plan(records, alignment=alignment, time_limit=5)
+        validate_plan(records, plan, alignment=alignment)
+        assert plan.proven_optimal, records
+        assert plan.total_bytes == skyline_optimum(records, alignment=alignment), records
+
+
+def test_tops_are_the_units_a_buffer_may_end_by_within_the_capacity():
+    """A buffer of s bytes (r units) at offset k a fits within C bytes iff k + r <= its top: the
+    largest such k (by trying each) plus r, which is q + 1 where s's remainder (1 .. a) is at most
+    C mod a, else q (C = q a + c)."""
+    rng = random.Random(3)
+    for alignment in (1, 8, 64):
+        sizes = np.array([rng.randint(1, 5 * alignment) for _ in range(40)], dtype=np.int64)
+        part = build_partition(np.arange(40), np.zeros(40, np.int64), np.zeros(40, np.int64), sizes, alignment)
+        assert part.size_bytes.tolist() == sizes.tolist()
+        for capacity in (rng.randint(5 * alignment, 9 * alignment) for _ in range(20)):
+            tops = part.tops(capacity)
+            for index, size in enumerate(sizes.tolist()):
+                largest = max(k for k in range(capacity + 1) if k * alignment + size <= capacity)
+                assert tops[index] == largest + part.size[index]
+                q, c = divmod(capacity, alignment)
+                assert tops[index] == q + ((size - 1) % alignment + 1 <= c)
+
+
+def test_the_totals_a_plan_can_have_at_an_alignment():
+    """A plan's total is where one of its buffers ends: a multiple of the alignment plus one of
+    the sizes' remainders (1 .. a). The minimiser searches only those and, a capacity refuted,
+    goes on from the next one: checked against listing them."""
+    sizes = np.array([3, 64, 130, 67], dtype=np.int64)  # remainders 3, 64, 2, 3 at alignment 64
+    totals = exact.Totals.of(sizes, 64)
+    possible = sorted(k * 64 + r for k in range(6) for r in (2, 3, 64))
+    for value in range(1, 320):
+        assert totals.at_least(value) == min(t for t in possible if t >= value)
+        assert totals.at_most(value) == max((t for t in possible if t <= value), default=totals.at_most(value))
+    one = exact.Totals.of(sizes, 1)
+    assert [one.at_least(v) for v in (5, 77)] == [5, 77] == [one.at_most(v) for v in (5, 77)]
+
+
+def _random_partitions(rng: random.Random, instances: int, buffers: int, sizes: tuple[int, int], alignment: int = 1):
     """Small random instances (lifetimes of 1 to 4 steps starting in 0-5, sizes in ``sizes``), each
-    cut into its time groups: ``(records, group, partition)`` per group."""
+    cut into its time groups: ``(records, group, partition)`` per group, at ``alignment``."""
     for _ in range(instances):
         records = [R(f"t{i}", first, first + rng.randint(0, 3), rng.randint(*sizes)) for i, first in
                    enumerate(rng.randint(0, 5) for _ in range(buffers))]  # fmt: skip
         first, last, size = (np.array([getattr(r, key) for r in records]) for key in ("first", "last", "size"))
         for group in time_groups(first, last):
-            yield records, group, build_partition(group, first, last, size)
+            yield records, group, build_partition(group, first, last, size, alignment)
 
 
 def test_a_backjumping_search_finds_only_packings_and_proves_nothing():
@@ -141,7 +228,7 @@ def test_a_backjumping_search_finds_only_packings_and_proves_nothing():
         optimum = skyline_optimum([records[index] for index in group])
         for capacity in (optimum - 1, optimum):
             for order in SWEEP_ORDERS:
-                state = SearchState(part, capacity, order, 1, None, backjump=True)
+                state = SearchState(part, capacity, order, None, backjump=True)
                 status = state.run(10**6)
                 # EXHAUSTED only where the lower bound alone proves it, before any search.
                 assert status in ((FOUND, GAVE_UP) if capacity >= part.lower_bound else (EXHAUSTED,)), records
@@ -168,7 +255,7 @@ def test_backjumping_fits_a_generated_instance_chronological_restarts_do_not():
     part = next(build_partition(g, *table) for g in time_groups(table[0], table[1]) if len(g) == 214)
     outcomes = {}
     for backjump in (True, False):
-        restarts = exact._Restarts(part, instance.capacity, 1, SWEEP_ORDERS, 1.0, backjump)
+        restarts = exact._Restarts(part, instance.capacity, SWEEP_ORDERS, 1.0, backjump)
         while restarts.steps < 200_000 and restarts.run(10_000) != FOUND:
             pass
         outcomes[backjump] = restarts.status == FOUND
@@ -189,37 +276,42 @@ def test_backjumping_only_at_the_capacity_asked_and_within_its_memory_budget(mon
     start = exact._Incumbent(2 * instance.capacity, np.zeros(214, dtype=np.int64))
     backjumping = {}
     for capacity in (instance.capacity, instance.capacity + 4096):
-        minimizer = exact._Minimizer([part], [start], 0, part.lower_bound, 1, time.process_time, 0.0, float("inf"),
-                                     target=instance.capacity)  # fmt: skip
+        minimizer = exact._Minimizer([part], [start], 0, part.lower_bound, exact.Totals.of(part.size_bytes, 1),
+                                     time.process_time, 0.0, float("inf"), target=instance.capacity)  # fmt: skip
         attempt = exact._Attempt(capacity)
         minimizer.advance(attempt, 64)
         backjumping[capacity] = [s.backjump for s in attempt.states[0] if isinstance(s, exact._Restarts)]
     assert backjumping == {instance.capacity: [False, max_entries > 0], instance.capacity + 4096: [False, False]}
 
 
-def test_schedule_inference_is_exact_for_one_section():
+@pytest.mark.parametrize("two_tops", [False, True])
+def test_schedule_inference_is_exact_for_one_section(two_tops):
     """Within a section the unplaced buffers stack one above another, each no lower than it can
-    start: the check (Jackson's rule) must agree with trying every stacking order, so it never
-    refuses a section that can be filled, and refuses every one that cannot."""
+    start and ending by its top: the check (Jackson's rule; at an alignment, with the topmost
+    buffer chosen among those of the higher top) must agree with trying every stacking order, so
+    it never refuses a section that can be filled, and refuses every one that cannot. Tops are
+    one capacity for all (alignment 1), or q and q + 1 (an alignment, see Partition.tops)."""
     rng = random.Random(11)
     refused = 0
-    for _ in range(300):
+    for _ in range(400):
         count = rng.randint(1, 5)
         release = np.array([rng.randint(0, 12) for _ in range(count)], dtype=np.int64)
         size = np.array([rng.randint(1, 6) for _ in range(count)], dtype=np.int64)
         floor = np.array([min(release) - rng.randint(0, 2)], dtype=np.int64)
         capacity = int(max(release) + size.sum()) - rng.randint(0, 8)
-        best_top = min(
-            _stacked_top(int(floor[0]), [(int(release[i]), int(size[i])) for i in order])
+        top = np.array([capacity - (two_tops and rng.random() < 0.5) for _ in range(count)], dtype=np.int64)
+        fits_somehow = any(
+            all(end <= top[i] for i, end in _stacked_ends(int(floor[0]), [(i, int(release[i]), int(size[i]))
+                                                                            for i in order]))
             for order in itertools.permutations(range(count))
-        )
+        )  # fmt: skip
         member_ptr = np.array([0, count], dtype=np.int64)
-        fits = schedulable(member_ptr, np.arange(count, dtype=np.int64), size, np.ones(count, np.int64), capacity,
-                            np.full(count, -1, dtype=np.int64), release, floor, np.arange(count, dtype=np.int64),
-                            -1, -1, np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64), 0)  # fmt: skip
-        assert fits == (best_top <= capacity), (release, size, floor, capacity)
+        fits = schedulable(member_ptr, np.arange(count, dtype=np.int64), size, np.ones(count, np.int64), top,
+                           np.full(count, -1, dtype=np.int64), release, floor, np.arange(count, dtype=np.int64),
+                           -1, -1, np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64), 0)  # fmt: skip
+        assert fits == fits_somehow, (release, size, floor, top)
         refused += not fits
-    assert 0 < refused < 300  # both answers were exercised
+    assert 0 < refused < 400  # both answers were exercised
 
 
 def _propagation_refuses(part, release: np.ndarray, capacity: int) -> int:
@@ -232,7 +324,8 @@ def _propagation_refuses(part, release: np.ndarray, capacity: int) -> int:
                       for s in range(sections)], dtype=np.int64)  # fmt: skip
     scratch = [np.empty(count, dtype=np.int64) for _ in range(4)]
     return unpropagatable_section(part.member_ptr, part.member_idx, part.section_lo, part.section_hi, part.by_start,
-                                  part.start_ptr, part.size, np.ones(count, np.int64), capacity,
+                                  part.start_ptr, part.size, np.ones(count, np.int64), np.full(count, capacity),
+                                  np.full(sections, capacity),
                                   np.full(count, -1, dtype=np.int64), release, floor, total,
                                   np.arange(count, dtype=np.int64), -1, -1, scratch[0], scratch[1],
                                   np.zeros(count, dtype=np.int64), 1, scratch[2], scratch[3],
@@ -243,7 +336,7 @@ def _propagation_refuses(part, release: np.ndarray, capacity: int) -> int:
 def _jackson(part, release: np.ndarray, capacity: int, section: int) -> bool:
     """Schedule inference (Jackson's rule) on one section of ``part``, nothing placed."""
     count = part.size.shape[0]
-    return schedulable(part.member_ptr, part.member_idx, part.size, np.ones(count, np.int64), capacity,
+    return schedulable(part.member_ptr, part.member_idx, part.size, np.ones(count, np.int64), np.full(count, capacity),
                        np.full(count, -1, dtype=np.int64), release, np.zeros(part.num_sections, np.int64),
                        np.arange(count), -1, -1, np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64),
                        section)  # fmt: skip
@@ -291,11 +384,15 @@ def test_start_propagation_never_refuses_what_fits():
     assert stronger > 0
 
 
-def _stacked_top(floor: int, buffers: list[tuple[int, int]]) -> int:
+def _stacked_ends(floor: int, buffers: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """``(buffer, where it ends)`` for ``(buffer, release, size)`` stacked in this order above
+    ``floor``, each as low as its release allows."""
+    ends = []
     top = floor
-    for release, size in buffers:
+    for buffer, release, size in buffers:
         top = max(top, release) + size
-    return top
+        ends.append((buffer, top))
+    return ends
 
 
 def test_restarts_follow_the_luby_sequence():
@@ -309,8 +406,9 @@ def test_restarted_searches_get_the_work_they_are_given():
     table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
     (group,) = time_groups(table[0], table[1])
     part = build_partition(group, *table)
-    restarts = exact._Restarts(part, instance.capacity, 1, PREORDERINGS, 1.0, False)
-    minimizer = exact._Minimizer([part], [], 0, part.lower_bound, 1, time.process_time, 0.0, float("inf"))
+    restarts = exact._Restarts(part, instance.capacity, PREORDERINGS, 1.0, False)
+    minimizer = exact._Minimizer([part], [], 0, part.lower_bound, exact.Totals.of(part.size_bytes, 1),
+                                 time.process_time, 0.0, float("inf"))  # fmt: skip
     assert minimizer.run(restarts, 30_000) not in (FOUND, EXHAUSTED)
     assert restarts.restarts >= 3  # 2,000 steps, then 2,000 and 4,000 (Luby)
     assert 30_000 <= restarts.steps == minimizer.steps < 31_000
@@ -557,11 +655,11 @@ def test_the_search_decides_like_brute_force_where_sections_have_a_little_slack(
     to check: scanning the scope (small partitions), and the incremental one (SCAN_SECTIONS 0)."""
     monkeypatch.setattr(_exact_search, "SCAN_SECTIONS", scan_sections)
     decided = 0
-    for records, group, part in _random_partitions(random.Random(17), 25, 7, (3, 7)):
+    for records, group, part in _random_partitions(random.Random(17), 25, 7, (3, 7), alignment=4):
         optimum = skyline_optimum([records[index] for index in group], alignment=4)
         for capacity in range(max(optimum - 4, part.lower_bound), optimum + 1):
             for order in PREORDERINGS + SWEEP_ORDERS:
-                state = SearchState(part, capacity, order, 4)
+                state = SearchState(part, capacity, order)
                 assert state.run(10**7) == (FOUND if capacity >= optimum else EXHAUSTED), (records, capacity)
                 decided += capacity < optimum
     assert decided > 0  # some capacities had to be proven infeasible
@@ -601,7 +699,8 @@ def test_cover_inference_is_exact_for_one_run_of_sections():
         lift = np.ones(count, dtype=np.int64)
         failing = uncoverable_section(section_hi, member_ptr, member_idx, buffers, start_ptr, lift, 1,
                                        np.full(count, -1, dtype=np.int64), min_offset,
-                                       np.zeros(sections, dtype=np.int64), total, buffers, capacity, -1, -1,
+                                       np.zeros(sections, dtype=np.int64), total, buffers,
+                                       np.full(sections, capacity), -1, -1,
                                        np.empty(sections + 1, dtype=np.bool_), 0, sections)  # fmt: skip
         assert (failing < 0) == covered, (section_lo, section_hi, min_offset, unplaced)
         if failing >= 0:
@@ -632,20 +731,21 @@ def test_checking_only_the_changed_sections_decides_like_scanning_them_all(monke
         runs = []
         for scan_sections in (_exact_search.SCAN_SECTIONS, 0):
             monkeypatch.setattr(_exact_search, "SCAN_SECTIONS", scan_sections)
-            state = SearchState(part, instance.capacity, order, 1, jitter, backjump)
+            state = SearchState(part, instance.capacity, order, jitter, backjump)
             runs.append((state.run(20_000), state.steps, state.progress.ctl[:].tolist(), state.offsets().tolist()))
         assert runs[0] == runs[1], order
 
 
 def test_a_buffer_left_behind_must_rise_by_its_smallest_neighbour():
     """The lift (how far above the last placement a buffer the canonical order left behind must
-    start) is the smallest size, aligned, among the buffers overlapping it in time: 5 and 64 live
-    together, 3 alone after them (nothing can raise it: more than any capacity)."""
+    start) is the smallest size, in units of the alignment, among the buffers overlapping it in
+    time: 5 and 64 live together, 3 alone after them (nothing can raise it: more than any
+    capacity)."""
     first, last, size = np.array([0, 0, 2]), np.array([1, 1, 2]), np.array([5, 64, 3])
     part = build_partition(np.arange(3), first, last, size)
-    assert part.lift(1).tolist()[:2] == [64, 5]
-    assert part.lift(4).tolist()[:2] == [64, 8]
-    assert part.lift(1)[2] > 2**60
+    assert part.lift.tolist()[:2] == [64, 5]
+    assert build_partition(np.arange(3), first, last, size, 4).lift.tolist()[:2] == [16, 2]
+    assert part.lift[2] > 2**60
 
 
 @pytest.mark.parametrize("order", [order for order in PREORDERINGS + SWEEP_ORDERS if not order.startswith("E")])
@@ -661,7 +761,7 @@ def test_a_refusal_its_placement_did_not_cause_ends_the_node(order):
     for stairs in (8, 40):
         first, last = np.array([0, 0, *range(stairs)]), np.array([0, 0, *range(1, stairs + 1)])
         size = np.array([3, 3] + [4] * stairs)
-        state = SearchState(build_partition(np.arange(size.shape[0]), first, last, size), 10, order, 4)
+        state = SearchState(build_partition(np.arange(size.shape[0]), first, last, size, 4), 10, order)
         assert state.run(10**6) == EXHAUSTED
         steps.add(state.steps)
     assert len(steps) == 1, steps
@@ -706,7 +806,7 @@ def test_the_search_walks_a_generated_instance_known_packing_given_its_order(see
     rank = np.empty(buffers, dtype=np.int64)
     rank[np.argsort(canonical, kind="stable")] = np.arange(buffers)
     # Order "Z" sorts by size times the factor, descending: the factors turn it into the ranks.
-    state = SearchState(part, instance.capacity, "Z", 1, (buffers - rank) / part.size)
+    state = SearchState(part, instance.capacity, "Z", (buffers - rank) / part.size)
     assert state.run(3 * buffers) == FOUND
     offsets = state.offsets()
     assert (offsets + part.size).max() <= instance.capacity

@@ -5,6 +5,17 @@ placed within ``capacity`` bytes? The search follows the ideas published with Mi
 (Moffitt, ASPLOS 2024, google/minimalloc); this is an independent implementation over numpy
 arrays so that numba can compile it:
 
+* **Units of the alignment.** Offsets are multiples of the alignment a, so below another buffer
+  a buffer of s bytes takes ceil(s / a) units whatever its bytes, and only the capacity sees its
+  bytes: it must end by its own top, q or q + 1 units for a capacity of q a + c bytes, by its
+  remainder (:meth:`Partition.tops`, with the proof). The search runs in units with those tops,
+  exactly: every check below sees what each buffer really takes (sections hold their units, up
+  to the highest top among their buffers; schedule inference knows only the topmost buffer of a
+  stack can end at q + 1). It ran on bytes before, with offsets aligned as placed: every check
+  counted raw sizes, so at alignment 64 a section of ten 1-byte buffers seemed to need 10 bytes,
+  not 577, and proofs above the bound were left to exhausting capacities a byte at a time (odd
+  sizes of 1-4,096 bytes at alignment 64: 3 of 10 proven at 300 buffers, 0 of 10 at 1,000, in
+  5 s; README). At alignment 1 units are bytes and every top the capacity: nothing changes.
 * **Canonical solutions.** Buffers are placed in non-decreasing order of offset, each at the
   lowest offset its already placed, time-overlapping neighbours leave free (its *minimum
   offset*). Every packing can be brought into this form, so nothing is lost by searching only it.
@@ -182,7 +193,8 @@ class Partition:
     time, so each partition is searched on its own. Arrays are indexed by local buffer index."""
 
     buffer_ids: np.ndarray  # indices into the caller's buffer arrays
-    size: np.ndarray  # bytes
+    size: np.ndarray  # units of the alignment a buffer takes below any other: its bytes, rounded up
+    remainder: np.ndarray  # bytes of its top unit it takes, 1 .. alignment
     width: np.ndarray  # lifetime length in steps
     section_lo: np.ndarray  # first section the buffer is alive in
     section_hi: np.ndarray  # one past the last
@@ -193,6 +205,7 @@ class Partition:
     section_total: np.ndarray  # bytes alive in each section
     by_start: np.ndarray  # buffers sorted by first section, so a section range is one slice
     start_ptr: np.ndarray  # by_start[start_ptr[s]:start_ptr[t]] start in sections [s, t)
+    alignment: int  # bytes per unit: every offset is a multiple of it
 
     @property
     def num_sections(self) -> int:
@@ -200,16 +213,41 @@ class Partition:
 
     @property
     def lower_bound(self) -> int:
+        """The most units alive in one section (bytes at alignment 1)."""
         return int(self.section_total.max()) if self.section_total.size else 0
 
-    def lift(self, alignment: int) -> np.ndarray:
+    @property
+    def size_bytes(self) -> np.ndarray:
+        return (self.size - 1) * self.alignment + self.remainder
+
+    def tops(self, capacity: int) -> np.ndarray:
+        """The unit each buffer must end by, within ``capacity`` bytes: ``floor((capacity - s) /
+        a) + r`` for a buffer of ``s`` bytes, ``r`` units, at alignment ``a``; with ``capacity = q
+        a + c`` (``0 <= c < a``), q + 1 for a buffer taking ``t = s - (r - 1) a <= c`` bytes of its
+        top unit, else q.
+
+        Why units are exact: every offset is ``k a``. Two buffers overlapping in time, one below
+        the other, need ``k_lo a + s_lo <= k_hi a``, that is ``k_lo + s_lo / a <= k_hi``, and as
+        ``k_hi`` is whole, ``k_lo + ceil(s_lo / a) = k_lo + r_lo <= k_hi``: below another buffer
+        a buffer takes r units, whatever its bytes. Only the capacity sees its bytes: ``k a + s <=
+        capacity`` iff ``k <= (capacity - s) / a`` iff (k whole) ``k <= floor((capacity - s) /
+        a)``, iff ``k + r <=`` this top. With ``s = (r - 1) a + t``, ``1 <= t <= a``: ``capacity -
+        s = (q - r + 1) a + (c - t)`` and ``-a <= c - t < a``, so the floor is ``q - r + 1`` when
+        ``t <= c`` and ``q - r`` when not: tops of q + 1 and q. At alignment 1 every top is the
+        capacity. The search works in units with these tops: a packing of units within them is
+        one of bytes within the capacity (offsets times a), and back, so it decides the same
+        question, and every check it makes sees what each buffer really takes."""
+        return (capacity - self.size_bytes) // self.alignment + self.size
+
+    @cached_property
+    def lift(self) -> np.ndarray:
         """How far above the last placement a buffer the canonical order left behind must start,
-        at least: the smallest of its neighbours' sizes, aligned (see ``lowest_start``); more
-        than the capacity for a buffer with no neighbour, which nothing can raise."""
+        at least: the smallest of its neighbours' sizes (see ``lowest_start``); more than the
+        capacity for a buffer with no neighbour, which nothing can raise."""
         sizes = np.append(self.size[self.neighbour_idx], _INFINITY_SIZE)
         smallest = np.minimum.reduceat(sizes, np.minimum(self.neighbour_ptr[:-1], sizes.shape[0] - 1))
         smallest[self.neighbour_ptr[:-1] == self.neighbour_ptr[1:]] = _INFINITY_SIZE
-        return -(-smallest // alignment) * alignment
+        return smallest
 
     @cached_property
     def largest_total(self) -> np.ndarray:
@@ -259,9 +297,13 @@ def conflict_entries(partition: Partition) -> int:
     return (count + 1) * (count // 64 + 1)
 
 
-def build_partition(group: np.ndarray, first: np.ndarray, last: np.ndarray, size: np.ndarray) -> Partition:
-    """The partition of the buffers ``group`` (indices into ``first``, ``last``, ``size``)."""
-    first, end, size = first[group], last[group] + 1, size[group]
+def build_partition(
+    group: np.ndarray, first: np.ndarray, last: np.ndarray, size: np.ndarray, alignment: int = 1
+) -> Partition:
+    """The partition of the buffers ``group`` (indices into ``first``, ``last``, ``size``, in
+    bytes, all positive), in units of ``alignment`` (see :meth:`Partition.tops`)."""
+    first, end, size_bytes = first[group], last[group] + 1, size[group]
+    size = -(-size_bytes // alignment)
     points = np.unique(np.concatenate([first, end]))
     section_lo = np.searchsorted(points, first).astype(np.int64)
     section_hi = np.searchsorted(points, end).astype(np.int64)
@@ -281,6 +323,7 @@ def build_partition(group: np.ndarray, first: np.ndarray, last: np.ndarray, size
     return Partition(
         buffer_ids=group,
         size=size,
+        remainder=size_bytes - (size - 1) * alignment,
         width=end - first,
         section_lo=section_lo,
         section_hi=section_hi,
@@ -291,11 +334,13 @@ def build_partition(group: np.ndarray, first: np.ndarray, last: np.ndarray, size
         section_total=section_total,
         by_start=np.argsort(section_lo, kind="stable").astype(np.int64),
         start_ptr=np.searchsorted(np.sort(section_lo), np.arange(num_sections + 1)).astype(np.int64),
+        alignment=alignment,
     )
 
 
 class Problem(NamedTuple):
-    """What one search reads and never writes: a partition's arrays, its static order, the capacity."""
+    """What one search reads and never writes: a partition's arrays, its static order, the capacity
+    (in units: the unit each buffer must end by, and each section's largest such unit)."""
 
     size: np.ndarray
     section_lo: np.ndarray
@@ -311,8 +356,9 @@ class Problem(NamedTuple):
     first_rank: np.ndarray  # each buffer's rank in the static order over the whole partition
     jitter: np.ndarray  # factors the order's keys are scaled by (all 1 but in randomised orders)
     lift: np.ndarray  # how far above the last placement a buffer left behind must start (Partition.lift)
-    capacity: int
-    alignment: int
+    top: np.ndarray  # the unit each buffer must end by (Partition.tops)
+    capacity: np.ndarray  # per section, the largest top of its buffers: no stack there ends higher
+    least_capacity: int  # the smallest of those
     backjump: bool  # conflict-directed backjumping: faster to a packing, proves nothing
 
 
@@ -354,12 +400,16 @@ class SearchState:
         partition: Partition,
         capacity: int,
         heuristic: str,
-        alignment: int,
         jitter: np.ndarray | None = None,
         backjump: bool = False,
     ):
+        """``capacity`` in bytes; the search runs in the partition's units (Partition.tops)."""
         count, num_sections = partition.size.shape[0], partition.num_sections
         jitter = np.ones(count) if jitter is None else jitter
+        top = partition.tops(capacity)
+        tops = np.append(top[partition.member_idx], -1)
+        section_capacity = np.maximum.reduceat(tops, np.minimum(partition.member_ptr[:-1], tops.shape[0] - 1))
+        section_capacity[partition.member_ptr[:-1] == partition.member_ptr[1:]] = _INFINITY_SIZE
         self.problem = Problem(
             size=partition.size,
             section_lo=partition.section_lo,
@@ -374,9 +424,10 @@ class SearchState:
             letters=np.array([_LETTERS.index(letter) for letter in heuristic], dtype=np.int64),
             first_rank=partition.preorder_rank(heuristic, jitter),
             jitter=jitter,
-            lift=partition.lift(alignment),
-            capacity=capacity,
-            alignment=alignment,
+            lift=partition.lift,
+            top=top,
+            capacity=section_capacity,
+            least_capacity=int(section_capacity.min(initial=_INFINITY_SIZE)),
             backjump=backjump,
         )
         half = 1 << max(num_sections - 1, 1).bit_length()
@@ -415,7 +466,10 @@ class SearchState:
             conflict=np.zeros((count + 1, count // 64 + 1) if backjump else (1, 1), dtype=np.int64),  # conflict_entries
             ctl=np.zeros(_CTL_SLOTS, dtype=np.int64),
         )
-        self.status = EXHAUSTED if partition.lower_bound > capacity else 0
+        self.alignment = partition.alignment
+        # The root's section inference: at an alignment, the aligned bound of each section.
+        overflowing = (partition.section_total > section_capacity).any() or (partition.size > top).any()
+        self.status = EXHAUSTED if overflowing else 0
 
     @property
     def steps(self) -> int:
@@ -444,8 +498,8 @@ class SearchState:
             )
 
     def offsets(self) -> np.ndarray:
-        """The packing found (local buffer order); only meaningful once FOUND."""
-        return self.progress.offset.copy()
+        """The packing found, in bytes (local buffer order); only meaningful once FOUND."""
+        return self.progress.offset * self.alignment
 
 
 def _doubled(trail: np.ndarray) -> np.ndarray:
@@ -468,11 +522,6 @@ _CTL_SLOTS = 8
 # passes a tuple of arrays by value, with a reference count taken on each array, on every call,
 # which kept calls from being inlined and made the search a third slower. Only _search, called
 # once per slice of work, takes the tuples and unpacks them.
-
-
-@njit(cache=True)
-def _align_up(value, alignment):
-    return -(-value // alignment) * alignment
 
 
 @njit(cache=True)
@@ -674,13 +723,13 @@ def _next_candidate(start_ptr, by_start, rank, offset, min_offset, level, depth,
 
 @njit(cache=True)
 def _raise_neighbours(
-    size, section_lo, section_hi, neighbour_ptr, neighbour_idx, alignment, offset, min_offset, floor, scratch, mark,
-    offset_trail, offset_top, stamp, chosen,
+    size, section_lo, section_hi, neighbour_ptr, neighbour_idx, offset, min_offset, floor, scratch, mark, offset_trail,
+    offset_top, stamp, chosen,
 ):  # fmt: skip
-    """Unplaced buffers overlapping ``chosen`` in time may now start only at its top (aligned) or
-    above; the old minimum offsets go on the trail. Returns how many sections, listed in
-    ``scratch`` (and marked with ``stamp``), hold such a buffer above their floor, so their
-    floors may rise; and the new top of the offset trail."""
+    """Unplaced buffers overlapping ``chosen`` in time may now start only at its top or above; the
+    old minimum offsets go on the trail. Returns how many sections, listed in ``scratch`` (and
+    marked with ``stamp``), hold such a buffer above their floor, so their floors may rise; and
+    the new top of the offset trail."""
     height = offset[chosen] + size[chosen]
     top = offset_top
     affected = 0
@@ -690,11 +739,10 @@ def _raise_neighbours(
             offset_trail[0, top] = other
             offset_trail[1, top] = min_offset[other]
             top += 1
-            raised = _align_up(height, alignment)
-            min_offset[other] = raised
+            min_offset[other] = height
             # Only a section whose floor is below the raised offset can see its floor rise.
             for section in range(section_lo[other], section_hi[other]):
-                if mark[section] != stamp and floor[section] < raised:
+                if mark[section] != stamp and floor[section] < height:
                     mark[section] = stamp
                     scratch[affected] = section
                     affected += 1
@@ -755,18 +803,19 @@ def _refresh_open_floors(open_floor, floor, total, section_trail, trail_from, tr
 @njit(cache=True)
 def _overflows(floor, total, capacity, section, chosen_offset):
     """Section inference: the unplaced buffers of ``section`` stack above its floor (and above the
-    offset just used, as placements go in offset order); does that pass the capacity?"""
-    return max(floor[section], chosen_offset) + total[total.shape[0] // 2 + section] > capacity
+    offset just used, as placements go in offset order); does that pass the section's capacity
+    (the highest top of its buffers: the stack's topmost buffer ends there at most)?"""
+    return max(floor[section], chosen_offset) + total[total.shape[0] // 2 + section] > capacity[section]
 
 
 @njit(cache=True)
-def _overflowing_section(section_lo, section_hi, capacity, floor, total, scratch, chosen, chosen_offset, affected, lo,
-                         hi):  # fmt: skip
+def _overflowing_section(section_lo, section_hi, capacity, least_capacity, floor, total, scratch, chosen, chosen_offset,
+                         affected, lo, hi):  # fmt: skip
     """A section in scope that fails section inference after ``chosen`` was placed at
     ``chosen_offset``, or -1 when all pass. Every section passed at the parent with an offset no
-    higher; so when the offset plus the largest total in scope fits, only the sections changed
-    here can fail."""
-    if chosen_offset + _range_max(total, lo, hi) <= capacity:
+    higher; so when the offset plus the largest total in scope fits the least capacity of a
+    section, only the sections changed here can fail."""
+    if chosen_offset + _range_max(total, lo, hi) <= least_capacity:
         for section in range(section_lo[chosen], section_hi[chosen]):
             if _overflows(floor, total, capacity, section, chosen_offset):
                 return section
@@ -781,18 +830,21 @@ def _overflowing_section(section_lo, section_hi, capacity, floor, total, scratch
 
 
 @njit(cache=True)
-def _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, size, first_rank, alignment, offset,
-                          chosen, chosen_offset):  # fmt: skip
+def _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, size, first_rank, top, offset, chosen,
+                          chosen_offset):  # fmt: skip
     """Symmetry: two buffers of the same lifetime stacked directly on one another can trade
-    places, and the packing stays valid (when the upper one's size keeps the lower one's new
-    offset aligned); so only the order with the one first in the static order below is kept
-    (the order the search tries first)."""
-    if size[chosen] % alignment:
-        return False  # swapped, the other one would sit at an unaligned offset
+    places, and the packing stays valid when the lower one may end where the upper one ends
+    (its top is as high); so only the order with the one first in the static order below is
+    kept (the order the search tries first). Every packing keeps one such order: in a run of
+    same-lifetime buffers stacked directly, only the topmost can end at the highest top (the
+    others end a unit lower at least, within every top), so put on top the last in the static
+    order among those whose top allows, and the others below it in static order; a pair there
+    out of static order has a lower one whose top does not allow, a lower top."""
     for position in range(neighbour_ptr[chosen], neighbour_ptr[chosen + 1]):
         other = neighbour_idx[position]
         if (
             first_rank[other] > first_rank[chosen]
+            and top[other] >= top[chosen]
             and offset[other] >= 0
             and offset[other] + size[other] == chosen_offset
             and section_lo[other] == section_lo[chosen]
@@ -886,7 +938,7 @@ def _search(problem, state, budget):
     placements tried) from where ``state`` left off: FOUND, EXHAUSTED, BUDGET_SPENT, or
     TRAIL_FULL (a trail needs more room before the next placement)."""
     (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, width,
-     letters, first_rank, jitter, lift, capacity, alignment, backjump) = problem  # fmt: skip
+     letters, first_rank, jitter, lift, top, capacity, least_capacity, backjump) = problem  # fmt: skip
     (offset, min_offset, floor, total, open_floor, cuts, scratch, mark, level, frame, piece, offset_trail,
      section_trail, rank, rank_trail, placed_at, conflict, ctl) = state  # fmt: skip
     count = size.shape[0]
@@ -1001,9 +1053,9 @@ def _search(problem, state, budget):
         level[_SECTION_MARK, depth] = section_top
         offset[chosen] = chosen_offset
         stamp += 1
-        affected, offset_top = _raise_neighbours(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, alignment,
-                                                 offset, min_offset, floor, scratch, mark, offset_trail, offset_top,
-                                                 stamp, chosen)  # fmt: skip
+        affected, offset_top = _raise_neighbours(size, section_lo, section_hi, neighbour_ptr, neighbour_idx, offset,
+                                                 min_offset, floor, scratch, mark, offset_trail, offset_top, stamp,
+                                                 chosen)  # fmt: skip
         section_top = _cover_sections(size, section_lo, section_hi, offset, floor, total, cuts, section_trail,
                                       section_top, chosen)  # fmt: skip
         section_top = _lift_floors(member_ptr, member_idx, offset, min_offset, floor, scratch, section_trail,
@@ -1013,28 +1065,32 @@ def _search(problem, state, budget):
         # Raised nobody: every unplaced neighbour already starts above it, so in any completion it
         # could sit where it is now; if no packing follows, none follows any later candidate here.
         level[_LAST_ALONE, depth] = offset_top == level[_OFFSET_MARK, depth]
-        failing = -2  # -2: the symmetry rule refused it; a section: inference failed there; -1: none
+        failing = -2  # -2: the symmetry rule or its top refused it; a section: inference failed there; -1: none
         shared = False  # section or schedule inference refused it (see _untouched below)
-        if not _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, size, first_rank, alignment,
+        if not _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, size, first_rank, top,
                                      offset, chosen, chosen_offset):  # fmt: skip
-            failing = _overflowing_section(section_lo, section_hi, capacity, floor, total, scratch, chosen,
-                                           chosen_offset, affected, lo, hi)  # fmt: skip
+            failing = _overflowing_section(section_lo, section_hi, capacity, least_capacity, floor, total, scratch,
+                                           chosen, chosen_offset, affected, lo, hi)  # fmt: skip
             shared = failing >= 0
-            if failing < 0:
+            if failing < 0 and chosen_offset + size[chosen] > top[chosen]:
+                # Ends above its own top, below its sections' capacity (at an alignment only):
+                # refused on its own, as by symmetry, and blamed on what raised it.
+                failing = -2
+            elif failing < 0:
                 checked, listed_count = changed_sections(open_floor, incremental, floor, mark, stamp, scratch, affected,
                                                          lo, hi, chosen_offset, listed, spare, changed)  # fmt: skip
-                failing = unschedulable_section(member_ptr, member_idx, size, lift, capacity, offset, min_offset,
-                                                floor, rank, chosen_offset, chosen_rank, release, length, changed,
+                failing = unschedulable_section(member_ptr, member_idx, size, lift, top, offset, min_offset, floor,
+                                                rank, chosen_offset, chosen_rank, release, length, changed,
                                                 checked)  # fmt: skip
                 shared = failing >= 0
-            if failing < 0 and (
+            if failing == -1 and (
                 not incremental or depth == 0 or (frames > 0 and frame[_PIECE_START, frames - 1] == depth)
             ):
                 # A new scope: its runs of sections may differ from the parent's, so all are checked.
                 failing = uncoverable_section(section_hi, member_ptr, member_idx, by_start, start_ptr, lift,
                                               smallest, offset, min_offset, floor, total, rank, capacity,
                                               chosen_offset, chosen_rank, reach, lo, hi)  # fmt: skip
-            elif failing < 0:
+            elif failing == -1:
                 seeds = cover_seeds(section_trail, level[_SECTION_MARK, depth], section_top, scratch, affected, listed,
                                     listed_count, floor, level[_KEY_OFFSET, depth - 1], smallest, lo, hi, seen, stamp,
                                     spare)  # fmt: skip
@@ -1048,7 +1104,7 @@ def _search(problem, state, budget):
                 seed_count = hi - lo
                 changed[:seed_count] = np.arange(lo, hi)
             failing = unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_start, start_ptr, size,
-                                             lift, capacity, offset, min_offset, floor, total, rank, chosen_offset,
+                                             lift, top, capacity, offset, min_offset, floor, total, rank, chosen_offset,
                                              chosen_rank, raised, finish, fresh, stamp, jobs, by_finish, queue, queued,
                                              changed, seed_count, lo, hi, PROPAGATION_VISITS * (hi - lo))  # fmt: skip
         if failing == -1:

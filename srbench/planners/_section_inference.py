@@ -138,54 +138,82 @@ def changed_sections(open_floor, incremental, floor, mark, stamp, scratch, affec
 
 
 @njit(cache=True)
-def schedulable(member_ptr, member_idx, size, lift, capacity, offset, min_offset, floor, rank, key_offset,
-                key_rank, release, length, section):  # fmt: skip
-    """Whether the unplaced buffers of ``section`` fit between its floor and the capacity, each
-    starting no lower than it still can: its minimum offset, or its ``lift`` above the last
-    placement (``key_offset``, ``key_rank``) when the canonical order has left it behind (it
-    must be raised by a later placement, see :func:`lowest_start`).
+def schedulable(member_ptr, member_idx, size, lift, top, offset, min_offset, floor, rank, key_offset, key_rank,
+                release, jobs, section):  # fmt: skip
+    """Whether the unplaced buffers of ``section`` fit between its floor and their tops (the unit
+    each must end by, :meth:`srbench.planners._exact_search.Partition.tops`), each starting no
+    lower than it still can: its minimum offset, or its ``lift`` above the last placement
+    (``key_offset``, ``key_rank``) when the canonical order has left it behind (it must be raised
+    by a later placement, see :func:`lowest_start`).
 
     Within one section every pair of buffers overlaps in time, so their offsets are disjoint
-    intervals: a one-machine schedule with release dates (the lowest starts) and a common
-    deadline (the capacity). Taking them in order of release date and stacking each as low as
-    it may go is optimal there (Jackson's rule; the makespan is the largest, over each release
-    date h, of h plus the sizes released at h or later), so this is the exact answer for the
-    section on its own: it counts the bytes left empty below buffers that cannot start lower,
-    where section inference counts only the buffers' total above the lowest start. Alignment
-    is left out (each start rounded down to what it can be), which only weakens it."""
+    intervals: a one-machine schedule with release dates (the lowest starts). With a common
+    deadline (every top the same: the capacity, at alignment 1), taking them in order of release
+    date and stacking each as low as it may go is optimal (Jackson's rule; the makespan is the
+    largest, over each release date h, of h plus the sizes released at h or later), so this is
+    the exact answer for the section on its own: it counts the bytes left empty below buffers
+    that cannot start lower, where section inference counts only the buffers' total above the
+    lowest start. At an alignment the tops are q and q + 1 units, and only the topmost buffer of
+    a stack can end at q + 1 (every other ends by its start, below q + 1 by a unit at least):
+    when Jackson's makespan is q + 1, the section fits exactly when some buffer of top q + 1,
+    put last above the others in Jackson's order, still ends by it, which is tried for each."""
     count = 0
     total = 0
     latest = 0
+    lowest = INFINITY
+    highest = 0
     for position in range(member_ptr[section], member_ptr[section + 1]):
         other = member_idx[position]
         if offset[other] >= 0:
             continue
         start = lowest_start(min_offset[other], rank[other], key_offset, key_rank, lift[other])
+        if start + size[other] > top[other]:
+            return False
         release[count] = start
-        length[count] = size[other]
+        jobs[count] = other
         count += 1
         total += size[other]
         latest = max(latest, start)
-    if latest + total <= capacity:  # even the latest start leaves room for all of them
+        lowest = min(lowest, top[other])
+        highest = max(highest, top[other])
+    if latest + total <= lowest:  # even the latest start leaves room for all of them
         return True
     for index in range(1, count):  # insertion sort by release date: a section holds few buffers
-        start, bytes_ = release[index], length[index]
+        start, job = release[index], jobs[index]
         at = index
         while at > 0 and release[at - 1] > start:
             release[at] = release[at - 1]
-            length[at] = length[at - 1]
+            jobs[at] = jobs[at - 1]
             at -= 1
         release[at] = start
-        length[at] = bytes_
-    top = floor[section]
-    for index in range(count):
-        top = max(top, release[index]) + length[index]
-    return top <= capacity
+        jobs[at] = job
+    makespan = _stacked_top(floor[section], size, release, jobs, count, -1)
+    if makespan <= lowest:
+        return True
+    if makespan > highest:
+        return False
+    for last in range(count):  # makespan q + 1: one of top q + 1 must end the stack
+        job = jobs[last]
+        if top[job] >= makespan and max(_stacked_top(floor[section], size, release, jobs, count, last),
+                                        release[last]) + size[job] <= top[job]:  # fmt: skip
+            return True
+    return False
 
 
 @njit(cache=True)
-def unschedulable_section(member_ptr, member_idx, size, lift, capacity, offset, min_offset, floor, rank,
-                          key_offset, key_rank, release, length, sections, count):  # fmt: skip
+def _stacked_top(floor, size, release, jobs, count, skip):
+    """Where the buffers ``jobs[:count]`` (but the one at ``skip``), stacked in that order above
+    ``floor``, each no lower than its ``release``, end."""
+    reached = floor
+    for index in range(count):
+        if index != skip:
+            reached = max(reached, release[index]) + size[jobs[index]]
+    return reached
+
+
+@njit(cache=True)
+def unschedulable_section(member_ptr, member_idx, size, lift, top, offset, min_offset, floor, rank, key_offset,
+                          key_rank, release, jobs, sections, count):  # fmt: skip
     """Schedule inference: the first of ``sections[:count]`` (the ones this placement may have
     changed, :func:`changed_sections`) that can no longer hold its unplaced buffers (see
     :func:`schedulable`), or -1. The others are as they were at the parent, which passed (a
@@ -193,8 +221,8 @@ def unschedulable_section(member_ptr, member_idx, size, lift, capacity, offset, 
     it passes as before)."""
     for index in range(count):
         section = sections[index]
-        if not schedulable(member_ptr, member_idx, size, lift, capacity, offset, min_offset, floor, rank,
-                           key_offset, key_rank, release, length, section):  # fmt: skip
+        if not schedulable(member_ptr, member_idx, size, lift, top, offset, min_offset, floor, rank, key_offset,
+                           key_rank, release, jobs, section):  # fmt: skip
             return section
     return -1
 
@@ -203,7 +231,7 @@ def unschedulable_section(member_ptr, member_idx, size, lift, capacity, offset, 
 def _tight_slack(floor, unplaced, capacity, smallest):
     """The bytes a section at ``floor`` holding ``unplaced`` bytes has to spare when fewer than
     ``smallest`` (a tight section), else -1."""
-    slack = capacity - floor - unplaced
+    slack = capacity - floor - unplaced  # the section's capacity (the largest top there)
     return slack if unplaced > 0 and slack < smallest else -1
 
 
@@ -223,7 +251,7 @@ def _uncovered_run(section_hi, member_ptr, member_idx, by_start, start_ptr, lift
     for section in range(start, end):
         if not reach[section]:
             continue
-        slack = capacity - level - total[half + section]
+        slack = capacity[section] - level - total[half + section]
         tight = total[half + section] > 0 and slack < smallest
         if not tight:
             reach[section + 1] = True  # may stay uncovered
@@ -255,14 +283,14 @@ def _uncovered_around(section_hi, member_ptr, member_idx, by_start, start_ptr, l
     """Cover inference on the run of sections (within ``lo .. hi - 1``) holding ``seed``: the
     section where no cover reaches past, or -1; and the end of the run."""
     half = total.shape[0] // 2
-    loosest = _tight_slack(floor[seed], total[half + seed], capacity, smallest)
+    loosest = _tight_slack(floor[seed], total[half + seed], capacity[seed], smallest)
     start = seed
     while start > lo and floor[start - 1] == floor[seed]:
         start -= 1
-        loosest = max(loosest, _tight_slack(floor[start], total[half + start], capacity, smallest))
+        loosest = max(loosest, _tight_slack(floor[start], total[half + start], capacity[start], smallest))
     end = seed + 1
     while end < hi and floor[end] == floor[seed]:
-        loosest = max(loosest, _tight_slack(floor[end], total[half + end], capacity, smallest))
+        loosest = max(loosest, _tight_slack(floor[end], total[half + end], capacity[end], smallest))
         end += 1
     broke = _uncovered_run(section_hi, member_ptr, member_idx, by_start, start_ptr, lift, smallest, offset,
                            min_offset, floor, total, rank, capacity, key_offset, key_rank, reach, start, end,
@@ -277,7 +305,8 @@ def uncoverable_section(section_hi, member_ptr, member_idx, by_start, start_ptr,
     """Cover inference over every run of sections in scope (``lo .. hi - 1``).
 
     A section with fewer bytes to spare than the smallest buffer (its floor plus its unplaced
-    bytes leave less than ``smallest`` below the capacity) has a lowest unplaced buffer starting
+    bytes leave less than ``smallest`` below its ``capacity``, the largest top of its buffers:
+    units at an alignment) has a lowest unplaced buffer starting
     within that slack of its floor, and no other unplaced buffer of the section starts there. In
     a run of sections at one floor, two such lowest buffers cannot overlap in time: the upper one
     would start at least the lower one's size, more than any such slack, above the floor. So the
@@ -373,16 +402,18 @@ def _sort_by(keys, jobs, count):
 
 
 @njit(cache=True)
-def unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_start, start_ptr, size, lift, capacity,
-                           offset, min_offset, floor, total, rank, key_offset, key_rank, release, finish, fresh, stamp,
-                           jobs, by_finish, queue, queued, seeds, seed_count, lo, hi, limit):  # fmt: skip
+def unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_start, start_ptr, size, lift, top,
+                           capacity, offset, min_offset, floor, total, rank, key_offset, key_rank, release, finish,
+                           fresh, stamp, jobs, by_finish, queue, queued, seeds, seed_count, lo, hi,
+                           limit):  # fmt: skip
     """Start propagation: the first section found that cannot hold its unplaced buffers once their
     lowest starts are raised by what the other sections they live in allow, or -1.
 
     In a section whose unplaced buffers total ``T`` bytes, a buffer ``b`` at offset ``o`` has
     every other buffer of the section either wholly below ``o`` or above ``b``; one whose lowest
     start plus size passes ``o`` cannot be below, so ``o + T`` less the sizes of the others that
-    can end by ``o`` must fit the capacity. The least such ``o`` at or above ``b``'s lowest start
+    can end by ``o`` must fit the section's ``capacity`` (the largest top of its buffers), and
+    ``o`` plus ``b``'s size its own ``top``. The least such ``o`` at or above ``b``'s lowest start
     (:func:`lowest_start`) is a lower bound on ``b``'s offset, so on its start in every section
     it lives in: Jackson's rule there (:func:`schedulable`) may then fail where it passed with the
     lower start. Each section on its own was exact already; this is what couples sections at
@@ -427,13 +458,13 @@ def unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_st
                 jobs[count] = other
                 count += 1
                 latest = max(latest, release[other])
-        if latest + unplaced <= capacity:
+        if latest + unplaced <= capacity[section]:
             continue
         by_finish[:count] = jobs[:count]
         _sort_by(finish, by_finish, count)  # the least offset is found scanning by end, ascending
         for index in range(count):
             buffer = jobs[index]
-            if release[buffer] + unplaced <= capacity:
+            if release[buffer] + unplaced <= capacity[section]:
                 continue
             below = 0
             least = -1
@@ -443,10 +474,10 @@ def unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_st
                     continue
                 below += size[other]
                 candidate = max(finish[other], release[buffer])
-                if candidate + unplaced - capacity <= below:
+                if candidate + unplaced - capacity[section] <= below:
                     least = candidate
                     break
-            if least < 0 or least + size[buffer] > capacity:
+            if least < 0 or least + size[buffer] > top[buffer]:
                 failing = section
                 break
             if least > release[buffer]:
@@ -468,10 +499,10 @@ def unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_st
             break
         # Jackson's rule with the starts as raised so far.
         _sort_by(release, jobs, count)
-        top = floor[section]
+        reached = floor[section]
         for index in range(count):
-            top = max(top, release[jobs[index]]) + size[jobs[index]]
-        if top > capacity:
+            reached = max(reached, release[jobs[index]]) + size[jobs[index]]
+        if reached > capacity[section]:
             failing = section
             break
     while head < tail:

@@ -11,8 +11,9 @@ orders restarted on the Luby schedule (see :class:`_Restarts` and :data:`RESTART
 tight capacities one family backjumps, which finds packings sooner and proves nothing), all
 interleaved under one time limit, the proven bound getting as much work as the rest together. A
 complete search that finishes without a packing proves that no total up to its capacity exists; one that
-finds a packing lowers the best plan. Given a ``capacity``, the driver asks the search that one
-question instead (see :func:`plan`).
+finds a packing lowers the best plan. At an alignment, only the totals a plan can have (a multiple
+of it plus one of the sizes' remainders, :class:`Totals`) are searched and proven. Given a
+``capacity``, the driver asks the search that one question instead (see :func:`plan`).
 
 ``proven_optimal`` is True only when the best plan's total equals a proven bound (the lower
 bound, or one more than a capacity proven infeasible). Otherwise ``notes`` say how far apart
@@ -122,10 +123,8 @@ class _Restarts:
     records only. A backjumping search that runs out of alternatives (GAVE_UP) proves nothing
     and is restarted at once."""
 
-    def __init__(
-        self, part: Partition, capacity: int, alignment: int, orders: tuple[str, ...], share: float, backjump: bool
-    ):
-        self.part, self.capacity, self.alignment, self.orders = part, capacity, alignment, orders
+    def __init__(self, part: Partition, capacity: int, orders: tuple[str, ...], share: float, backjump: bool):
+        self.part, self.capacity, self.orders = part, capacity, orders
         self.backjump = backjump
         self.share = share  # work per unit given to one static order
         family = [ord(letter) for letter in "".join(orders)]
@@ -139,7 +138,7 @@ class _Restarts:
     def _next(self) -> SearchState:
         order = self.orders[self.restarts % len(self.orders)]
         jitter = self.rng.uniform(1 - JITTER, 1 + JITTER, size=int(self.part.size.shape[0]))
-        return SearchState(self.part, self.capacity, order, self.alignment, jitter, self.backjump)
+        return SearchState(self.part, self.capacity, order, jitter, self.backjump)
 
     @property
     def done(self) -> bool:
@@ -170,6 +169,39 @@ def _luby(index: int) -> int:
         index -= (1 << (k - 1)) - 1
 
 
+@dataclass(frozen=True)
+class Totals:
+    """The totals a plan can have at an alignment: a plan ends where one of its buffers does, at
+    ``k a + s`` for a buffer of ``s`` bytes, so its total is one of the buffers' ``s mod a``
+    (``a`` where that is 0) above a multiple of ``a``. The minimiser searches only capacities
+    that are such totals (a search within any other decides the question of the one just below
+    it: Partition.tops depends on which buffers' remainders fit, nothing more), and a capacity
+    proven out of reach raises the proven bound to the next such total, not a byte at a time (at
+    alignment 1, every number is a total and nothing changes)."""
+
+    alignment: int
+    remainders: np.ndarray  # the distinct s mod a of the buffers (a for 0), ascending
+
+    @classmethod
+    def of(cls, sizes: np.ndarray, alignment: int) -> Totals:
+        """The totals of plans of buffers of ``sizes`` bytes (all positive)."""
+        return cls(alignment, np.unique((sizes - 1) % alignment + 1))
+
+    def at_least(self, total: int) -> int:
+        """The smallest total a plan can have from ``total`` up."""
+        if not self.remainders.size:
+            return total
+        step = self.alignment
+        return int((-(-(total - self.remainders) // step) * step + self.remainders).min())
+
+    def at_most(self, total: int) -> int:
+        """The largest total a plan can have up to ``total``."""
+        if not self.remainders.size:
+            return total
+        step = self.alignment
+        return int(((total - self.remainders) // step * step + self.remainders).max())
+
+
 @dataclass
 class _Attempt:
     """The search for a packing within ``capacity``: per partition, one resumable search per
@@ -186,7 +218,7 @@ class _Minimizer:
         incumbents: list[_Incumbent],
         fixed: int,
         bound: int,
-        alignment: int,
+        totals: Totals,
         clock: Callable[[], float],
         started: float,
         deadline: float,
@@ -196,8 +228,8 @@ class _Minimizer:
         self.target = target  # stop at the first plan within it; None: minimise
         self.incumbents = incumbents
         self.fixed = fixed  # the largest total among the partitions not searched
-        self.proven = bound  # no packing smaller than this exists
-        self.alignment = alignment
+        self.totals = totals
+        self.proven = totals.at_least(bound)  # no packing smaller than this exists
         self.clock = clock
         self.deadline = deadline
         self.steps = 0
@@ -227,7 +259,9 @@ class _Minimizer:
         if self.target is not None and self.floor <= self.target < self.best:
             return [self.target]
         gap = self.best - self.floor
-        capacities = {self.floor + gap * numerator // LADDER_DENOMINATOR for numerator in LADDER_STEPS}
+        capacities = {
+            self.totals.at_most(self.floor + gap * numerator // LADDER_DENOMINATOR) for numerator in LADDER_STEPS
+        }
         return sorted(capacity for capacity in capacities if capacity < self.best)
 
     def solve(self) -> None:
@@ -251,7 +285,7 @@ class _Minimizer:
                 # have a packing there, and only that search can prove a plan optimal.
                 budget = round_work * max(others, 1) if capacity == self.floor else round_work
                 if self.advance(attempt, budget) == EXHAUSTED:
-                    self.proven = max(self.proven, capacity + 1)
+                    self.proven = max(self.proven, self.totals.at_least(capacity + 1))
                 if self.best <= self.floor or self.reached_target or self.out_of_time():
                     return
             round_work *= 2
@@ -269,9 +303,9 @@ class _Minimizer:
                 # capacity), backjumping everywhere ended at 1.065 of the capacity instead of 1.004.
                 tight = attempt.capacity in (self.target, self.floor) and conflict_entries(part) <= MAX_CONFLICT_ENTRIES
                 states: list[SearchState | _Restarts] = [
-                    *(SearchState(part, attempt.capacity, order, self.alignment) for order in PREORDERINGS),
+                    *(SearchState(part, attempt.capacity, order) for order in PREORDERINGS),
                     *(
-                        _Restarts(part, attempt.capacity, self.alignment, orders, share, backjump and tight)
+                        _Restarts(part, attempt.capacity, orders, share, backjump and tight)
                         for orders, share, backjump in RESTART_FAMILIES
                     ),
                 ]
@@ -282,7 +316,7 @@ class _Minimizer:
                     return EXHAUSTED
                 if status == FOUND:
                     offsets = state.offsets()
-                    self.incumbents[index] = _Incumbent(int((offsets + part.size).max()), offsets)
+                    self.incumbents[index] = _Incumbent(int((offsets + part.size_bytes).max()), offsets)
                     if not self.progress or self.best < self.progress[-1][1]:
                         self.progress.append((round(self.clock() - self.started, 3), self.best))
                     break
@@ -324,7 +358,7 @@ def compile_search() -> None:
     # Three tensors alive together, the lower bound at 3, asked to fit 3 bytes: a decision.
     first, last, size = (np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64), np.ones(3, dtype=np.int64))
     part = build_partition(np.arange(3), first, last, size)
-    SearchState(part, 3, PREORDERINGS[0], 1, np.ones(3)).run(100)
+    SearchState(part, 3, PREORDERINGS[0], np.ones(3)).run(100)
     records = [TensorUsageRecord(f"t{index}", index % 3, index % 3 + 2, 64 * (index + 1)) for index in range(8)]
     fast_heuristics.run_candidates(records, alignment=DEFAULT_ALIGNMENT, planner=NAME)  # every one, no deadline
 
@@ -386,14 +420,15 @@ def plan(
     )
     offsets = np.array([start.offsets[name] for name in table.ids], dtype=np.int64)
     fixed = max((int((offsets[placed[g]] + size[g]).max()) for g, s in zip(groups, searchable) if not s), default=0)
-    parts = [build_partition(group, first, last, size) for group, s in zip(groups, searchable) if s]
+    parts = [build_partition(group, first, last, size, alignment) for group, s in zip(groups, searchable) if s]
     incumbents = [
-        _Incumbent(int((offsets[placed[p.buffer_ids]] + p.size).max()), offsets[placed[p.buffer_ids]]) for p in parts
+        _Incumbent(int((offsets[placed[p.buffer_ids]] + p.size_bytes).max()), offsets[placed[p.buffer_ids]])
+        for p in parts
     ]
     bound = live_peak(table, table.size)
-    minimizer = _Minimizer(
-        parts, incumbents, fixed, aligned_peak(table, alignment), alignment, clock, started, deadline, capacity
-    )
+    totals = Totals.of(size, alignment)
+    minimizer = _Minimizer(parts, incumbents, fixed, aligned_peak(table, alignment), totals, clock, started, deadline,
+                           capacity)  # fmt: skip
     minimizer.solve()
     for part, incumbent in zip(parts, minimizer.incumbents):
         offsets[placed[part.buffer_ids]] = incumbent.offsets
