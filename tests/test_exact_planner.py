@@ -307,7 +307,8 @@ def test_schedule_inference_is_exact_for_one_section(two_tops):
         )  # fmt: skip
         member_ptr = np.array([0, count], dtype=np.int64)
         fits = schedulable(member_ptr, np.arange(count, dtype=np.int64), size, np.ones(count, np.int64), top,
-                           np.full(count, -1, dtype=np.int64), release, floor, np.arange(count, dtype=np.int64),
+                           top.max(keepdims=True), top.min(keepdims=True), np.full(count, -1, dtype=np.int64),
+                           release, floor, np.arange(count, dtype=np.int64),
                            -1, -1, np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64), 0)  # fmt: skip
         assert fits == fits_somehow, (release, size, floor, top)
         refused += not fits
@@ -336,8 +337,10 @@ def _propagation_refuses(part, release: np.ndarray, capacity: int) -> int:
 def _jackson(part, release: np.ndarray, capacity: int, section: int) -> bool:
     """Schedule inference (Jackson's rule) on one section of ``part``, nothing placed."""
     count = part.size.shape[0]
+    sections = np.full(part.num_sections, capacity)
     return schedulable(part.member_ptr, part.member_idx, part.size, np.ones(count, np.int64), np.full(count, capacity),
-                       np.full(count, -1, dtype=np.int64), release, np.zeros(part.num_sections, np.int64),
+                       sections, sections, np.full(count, -1, dtype=np.int64), release,
+                       np.zeros(part.num_sections, np.int64),
                        np.arange(count), -1, -1, np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64),
                        section)  # fmt: skip
 

@@ -244,10 +244,7 @@ class Partition:
         """How far above the last placement a buffer the canonical order left behind must start,
         at least: the smallest of its neighbours' sizes (see ``lowest_start``); more than the
         capacity for a buffer with no neighbour, which nothing can raise."""
-        sizes = np.append(self.size[self.neighbour_idx], _INFINITY_SIZE)
-        smallest = np.minimum.reduceat(sizes, np.minimum(self.neighbour_ptr[:-1], sizes.shape[0] - 1))
-        smallest[self.neighbour_ptr[:-1] == self.neighbour_ptr[1:]] = _INFINITY_SIZE
-        return smallest
+        return _row_reduce(np.minimum, self.size[self.neighbour_idx], self.neighbour_ptr, _INFINITY_SIZE)
 
     @cached_property
     def largest_total(self) -> np.ndarray:
@@ -273,6 +270,15 @@ class Partition:
         rank = np.empty_like(order)
         rank[order] = np.arange(order.shape[0])
         return rank.astype(np.int64)
+
+
+def _row_reduce(ufunc: np.ufunc, values: np.ndarray, ptr: np.ndarray, identity: int) -> np.ndarray:
+    """``ufunc`` over each row of a CSR list (row i: ``values[ptr[i]:ptr[i + 1]]``), ``identity``
+    (which ``ufunc`` leaves any value as) padding the last row; an empty row gets _INFINITY_SIZE."""
+    padded = np.append(values, identity)
+    result = ufunc.reduceat(padded, np.minimum(ptr[:-1], values.shape[0]))
+    result[ptr[:-1] == ptr[1:]] = _INFINITY_SIZE
+    return result
 
 
 def time_groups(first: np.ndarray, last: np.ndarray) -> list[np.ndarray]:
@@ -358,7 +364,8 @@ class Problem(NamedTuple):
     lift: np.ndarray  # how far above the last placement a buffer left behind must start (Partition.lift)
     top: np.ndarray  # the unit each buffer must end by (Partition.tops)
     capacity: np.ndarray  # per section, the largest top of its buffers: no stack there ends higher
-    least_capacity: int  # the smallest of those
+    low_capacity: np.ndarray  # per section, the smallest top of its buffers: a stack ending there fits
+    least_capacity: int  # the smallest of the largest tops
     backjump: bool  # conflict-directed backjumping: faster to a packing, proves nothing
 
 
@@ -407,9 +414,9 @@ class SearchState:
         count, num_sections = partition.size.shape[0], partition.num_sections
         jitter = np.ones(count) if jitter is None else jitter
         top = partition.tops(capacity)
-        tops = np.append(top[partition.member_idx], -1)
-        section_capacity = np.maximum.reduceat(tops, np.minimum(partition.member_ptr[:-1], tops.shape[0] - 1))
-        section_capacity[partition.member_ptr[:-1] == partition.member_ptr[1:]] = _INFINITY_SIZE
+        tops = top[partition.member_idx]
+        section_capacity = _row_reduce(np.maximum, tops, partition.member_ptr, -1)
+        low_capacity = _row_reduce(np.minimum, tops, partition.member_ptr, _INFINITY_SIZE)
         self.problem = Problem(
             size=partition.size,
             section_lo=partition.section_lo,
@@ -427,6 +434,7 @@ class SearchState:
             lift=partition.lift,
             top=top,
             capacity=section_capacity,
+            low_capacity=low_capacity,
             least_capacity=int(section_capacity.min(initial=_INFINITY_SIZE)),
             backjump=backjump,
         )
@@ -844,11 +852,11 @@ def _stacked_out_of_order(section_lo, section_hi, neighbour_ptr, neighbour_idx, 
         other = neighbour_idx[position]
         if (
             first_rank[other] > first_rank[chosen]
-            and top[other] >= top[chosen]
             and offset[other] >= 0
             and offset[other] + size[other] == chosen_offset
             and section_lo[other] == section_lo[chosen]
             and section_hi[other] == section_hi[chosen]
+            and top[other] >= top[chosen]
         ):
             return True
     return False
@@ -938,7 +946,7 @@ def _search(problem, state, budget):
     placements tried) from where ``state`` left off: FOUND, EXHAUSTED, BUDGET_SPENT, or
     TRAIL_FULL (a trail needs more room before the next placement)."""
     (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, width,
-     letters, first_rank, jitter, lift, top, capacity, least_capacity, backjump) = problem  # fmt: skip
+     letters, first_rank, jitter, lift, top, capacity, low_capacity, least_capacity, backjump) = problem  # fmt: skip
     (offset, min_offset, floor, total, open_floor, cuts, scratch, mark, level, frame, piece, offset_trail,
      section_trail, rank, rank_trail, placed_at, conflict, ctl) = state  # fmt: skip
     count = size.shape[0]
@@ -1079,9 +1087,9 @@ def _search(problem, state, budget):
             elif failing < 0:
                 checked, listed_count = changed_sections(open_floor, incremental, floor, mark, stamp, scratch, affected,
                                                          lo, hi, chosen_offset, listed, spare, changed)  # fmt: skip
-                failing = unschedulable_section(member_ptr, member_idx, size, lift, top, offset, min_offset, floor,
-                                                rank, chosen_offset, chosen_rank, release, length, changed,
-                                                checked)  # fmt: skip
+                failing = unschedulable_section(member_ptr, member_idx, size, lift, top, capacity, low_capacity, offset,
+                                                min_offset, floor, rank, chosen_offset, chosen_rank, release, length,
+                                                changed, checked)  # fmt: skip
                 shared = failing >= 0
             if failing == -1 and (
                 not incremental or depth == 0 or (frames > 0 and frame[_PIECE_START, frames - 1] == depth)

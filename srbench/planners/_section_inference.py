@@ -139,13 +139,14 @@ def changed_sections(open_floor, incremental, floor, mark, stamp, scratch, affec
 
 
 @njit(cache=True)
-def schedulable(member_ptr, member_idx, size, lift, top, offset, min_offset, floor, rank, key_offset, key_rank,
-                release, jobs, section):  # fmt: skip
+def schedulable(member_ptr, member_idx, size, lift, top, capacity, low_capacity, offset, min_offset, floor, rank,
+                key_offset, key_rank, release, jobs, section):  # fmt: skip
     """Whether the unplaced buffers of ``section`` fit between its floor and their tops (the unit
-    each must end by, :meth:`srbench.planners._exact_search.Partition.tops`), each starting no
-    lower than it still can: its minimum offset, or its ``lift`` above the last placement
-    (``key_offset``, ``key_rank``) when the canonical order has left it behind (it must be raised
-    by a later placement, see :func:`lowest_start`).
+    each must end by, :meth:`srbench.planners._exact_search.Partition.tops`; the section's highest
+    and lowest tops are ``capacity`` and ``low_capacity``), each starting no lower than it still
+    can: its minimum offset, or its ``lift`` above the last placement (``key_offset``,
+    ``key_rank``) when the canonical order has left it behind (it must be raised by a later
+    placement, see :func:`lowest_start`).
 
     Within one section every pair of buffers overlaps in time, so their offsets are disjoint
     intervals: a one-machine schedule with release dates (the lowest starts). With a common
@@ -157,27 +158,22 @@ def schedulable(member_ptr, member_idx, size, lift, top, offset, min_offset, flo
     lowest start. At an alignment the tops are q and q + 1 units, and only the topmost buffer of
     a stack can end at q + 1 (every other ends by its start, below q + 1 by a unit at least):
     when Jackson's makespan is q + 1, the section fits exactly when some buffer of top q + 1,
-    put last above the others in Jackson's order, still ends by it, which is tried for each."""
+    put last above the others in Jackson's order, still ends by it, which is tried for each (a
+    buffer that cannot end by its own top, last or not, fails every such try)."""
     count = 0
     total = 0
     latest = 0
-    lowest = INFINITY
-    highest = 0
     for position in range(member_ptr[section], member_ptr[section + 1]):
         other = member_idx[position]
         if offset[other] >= 0:
             continue
         start = lowest_start(min_offset[other], rank[other], key_offset, key_rank, lift[other])
-        if start + size[other] > top[other]:
-            return False
         release[count] = start
         jobs[count] = other
         count += 1
         total += size[other]
         latest = max(latest, start)
-        lowest = min(lowest, top[other])
-        highest = max(highest, top[other])
-    if latest + total <= lowest:  # even the latest start leaves room for all of them
+    if latest + total <= low_capacity[section]:  # even the latest start leaves room for all of them
         return True
     for index in range(1, count):  # insertion sort by release date: a section holds few buffers
         start, job = release[index], jobs[index]
@@ -188,10 +184,12 @@ def schedulable(member_ptr, member_idx, size, lift, top, offset, min_offset, flo
             at -= 1
         release[at] = start
         jobs[at] = job
-    makespan = _stacked_top(floor[section], size, release, jobs, count, -1)
-    if makespan <= lowest:
+    makespan = floor[section]
+    for index in range(count):
+        makespan = max(makespan, release[index]) + size[jobs[index]]
+    if makespan <= low_capacity[section]:
         return True
-    if makespan > highest:
+    if makespan > capacity[section]:
         return False
     for last in range(count):  # makespan q + 1: one of top q + 1 must end the stack
         job = jobs[last]
@@ -203,7 +201,7 @@ def schedulable(member_ptr, member_idx, size, lift, top, offset, min_offset, flo
 
 @njit(cache=True)
 def _stacked_top(floor, size, release, jobs, count, skip):
-    """Where the buffers ``jobs[:count]`` (but the one at ``skip``), stacked in that order above
+    """Where the buffers ``jobs[:count]`` but the one at ``skip``, stacked in that order above
     ``floor``, each no lower than its ``release``, end."""
     reached = floor
     for index in range(count):
@@ -213,8 +211,8 @@ def _stacked_top(floor, size, release, jobs, count, skip):
 
 
 @njit(cache=True)
-def unschedulable_section(member_ptr, member_idx, size, lift, top, offset, min_offset, floor, rank, key_offset,
-                          key_rank, release, jobs, sections, count):  # fmt: skip
+def unschedulable_section(member_ptr, member_idx, size, lift, top, capacity, low_capacity, offset, min_offset, floor,
+                          rank, key_offset, key_rank, release, jobs, sections, count):  # fmt: skip
     """Schedule inference: the first of ``sections[:count]`` (the ones this placement may have
     changed, :func:`changed_sections`) that can no longer hold its unplaced buffers (see
     :func:`schedulable`), or -1. The others are as they were at the parent, which passed (a
@@ -222,8 +220,8 @@ def unschedulable_section(member_ptr, member_idx, size, lift, top, offset, min_o
     it passes as before)."""
     for index in range(count):
         section = sections[index]
-        if not schedulable(member_ptr, member_idx, size, lift, top, offset, min_offset, floor, rank, key_offset,
-                           key_rank, release, jobs, section):  # fmt: skip
+        if not schedulable(member_ptr, member_idx, size, lift, top, capacity, low_capacity, offset, min_offset, floor,
+                           rank, key_offset, key_rank, release, jobs, section):  # fmt: skip
             return section
     return -1
 
