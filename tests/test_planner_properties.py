@@ -61,6 +61,11 @@ def test_planning_is_deterministic(name, records):
     second = plan_with(name, list(records)).plan
     if "time_limit" in OPTIONS.get(name, {}) and not (first.proven_optimal and second.proven_optimal):
         return  # a search cut short by the clock may stop at different points; nothing to compare
+    if "skipped_heuristics" in first.notes or "skipped_heuristics" in second.notes:
+        # The clock cut the starting heuristics short (a loaded machine): the search, from another
+        # start, may prove another packing of the same total optimal (seen at alignment 64).
+        assert first.total_bytes == second.total_bytes
+        return
     assert dict(first.offsets) == dict(second.offsets)
     assert first.total_bytes == second.total_bytes
 
