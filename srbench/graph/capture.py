@@ -8,6 +8,7 @@ once under fake tensors, which accepts far more models than TorchDynamo's strict
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 import re
@@ -288,6 +289,23 @@ def _without_effect_tokens(exported: ExportedProgram) -> ExportedProgram:
     return _remove_effect_tokens(exported)
 
 
+def refuse_uninitialized(model: torch.nn.Module, *, name: str) -> None:
+    """Raise :class:`CaptureError` naming the first parameter or buffer a lazy module has not
+    made yet (``nn.LazyLinear`` before its first call): no program can be made without its shape,
+    and srbench's own checks, reading every tensor's shape and storage before the capture, failed
+    on it with torch's ``RuntimeError`` about ``load_state_dict`` instead of a refusal."""
+    tensors = itertools.chain(
+        model.named_parameters(remove_duplicate=False), model.named_buffers(remove_duplicate=False)
+    )
+    lazy = next((qualified for qualified, tensor in tensors if torch.nn.parameter.is_lazy(tensor)), None)
+    if lazy is not None:
+        raise CaptureError(
+            name,
+            f"{lazy!r} is not initialized (a lazy module's parameter or buffer, made at its first call): "
+            "call the model once on an example batch before preparing it, as torch's lazy modules ask",
+        )
+
+
 def capture(
     model: torch.nn.Module, example_inputs: Inputs | tuple, *, name: str = "model", decompose: bool = False
 ) -> CapturedGraph:
@@ -308,6 +326,7 @@ def capture(
     """
     if not isinstance(model, torch.nn.Module):
         raise CaptureError(name, f"expected a torch.nn.Module, got {type(model).__name__}")
+    refuse_uninitialized(model, name=name)
     try:
         inputs = Inputs.coerce(example_inputs)
     except TypeError as error:

@@ -32,6 +32,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from srbench.graph import CapturedGraph, CaptureError, capture
 from srbench.graph.attribute_state import refuse_carried_state
+from srbench.graph.capture import refuse_uninitialized
 from srbench.graph.eager_layout import give_eager_layouts
 from srbench.graph.lowered_program import lowered_program_failure
 from srbench.graph.subgraph import Subgraph, capture_subgraph
@@ -211,6 +212,7 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
     attribute is refused first (:mod:`srbench.graph.attribute_state`); that check's eager call
     gives the layouts the program's outputs are copied into where the graph's differ
     (:mod:`srbench.graph.eager_layout`) and the buffers forward assigns anew."""
+    refuse_uninitialized(model, name=name)  # before the state check reads the parameters
     checked = refuse_carried_state(model, inputs, name=name)
     try:
         captured = capture(model, inputs, name=name, decompose=decompose)
