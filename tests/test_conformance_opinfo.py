@@ -121,7 +121,12 @@ class SampleCall:
 
     @classmethod
     def of(cls, sample: Any) -> SampleCall:
-        leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
+        return cls.of_tree((sample.input, sample.args, sample.kwargs))
+
+    @classmethod
+    def of_tree(cls, tree: Any) -> SampleCall:
+        """Any pytree of arguments (a module's call, its constructor's) split the same way."""
+        leaves, spec = pytree.tree_flatten(tree)
         constants = [_TENSOR if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
         return cls(spec, constants, tuple(leaf for leaf in leaves if isinstance(leaf, torch.Tensor)))
 
@@ -154,10 +159,11 @@ def _samples(case: OpCase, seed: int, *, reference: bool = False) -> list[Sample
         return [SampleCall.of(s) for s in make("cpu", case.dtype, requires_grad=False)]
 
 
-def _eager_runs(model: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> Exception | None:
+def _eager_runs(model: torch.nn.Module, call: Inputs | tuple[torch.Tensor, ...]) -> Exception | None:
+    """Eager's error on a copy of ``call`` (a sample's tensors, or a whole call), or ``None``."""
     try:
         with torch.no_grad():
-            model(*Inputs(tensors).clone().args)
+            Inputs.coerce(call).clone().call(model)
     except Exception as error:
         return error
     return None
@@ -181,14 +187,16 @@ def capture_refusal(error: BaseException) -> str:
     return f"torch.export cannot capture: {reason} ({type(error).__name__})"
 
 
-def _export_refusal(model: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> str | None:
-    """Why ``torch.export`` itself refuses ``model`` on these inputs, or ``None`` if it captures
-    it and its own program returns what eager returns (structure and leaf types: a ``torch.Size``
-    comes back from an exported program as a tuple)."""
+def _export_refusal(model: torch.nn.Module, call: Inputs | tuple[torch.Tensor, ...]) -> str | None:
+    """Why ``torch.export`` itself refuses ``model`` on these inputs (a sample's tensors, or a
+    whole call), or ``None`` if it captures it and its own program returns what eager returns
+    (structure and leaf types: a ``torch.Size`` comes back from an exported program as a tuple)."""
+    inputs = Inputs.coerce(call)
     try:
         with torch.no_grad():
-            exported = torch.export.export(model, Inputs(tensors).clone().args, strict=False)
-            answers = exported.module()(*Inputs(tensors).clone().args), model(*Inputs(tensors).clone().args)
+            copy = inputs.clone()
+            exported = torch.export.export(model, copy.args, dict(copy.kwargs), strict=False)
+            answers = inputs.clone().call(exported.module()), inputs.clone().call(model)
     except Exception as error:
         return capture_refusal(error)
     difference = structure_difference(*answers)
@@ -322,9 +330,11 @@ def check_runs(
     rtol: float,
     atol: float,
     answers: dict[str, tuple[Any, Inputs]] | None = None,
+    after_run: Callable[[str, str], None] | None = None,
 ) -> None:
     """Run ``runtime`` beside eager on each of ``runs`` in turn; raise on the first difference.
-    ``answers``: eager's, made beforehand (:func:`eager_answers`), by run name."""
+    ``answers``: eager's, made beforehand (:func:`eager_answers`), by run name; ``after_run(name,
+    run)``: checks of the caller's own after each run (a module's state beside eager's)."""
     held: list[tuple[str, Any, Any]] = []
     for name, inputs in runs:
         run = f"{name} under {options}"
@@ -339,6 +349,8 @@ def check_runs(
             compare(runtime_inputs.args, eager_inputs.args, rtol=0, atol=0, run=f"{run}: inputs after the call")
             check_geometry(got, expected, run)  # strides too
         assert aliasing(got, runtime_inputs) == aliasing(expected, eager_inputs), f"{run}: aliasing differs"
+        if after_run is not None:
+            after_run(name, run)
         if not options.manage_output_tensors and not by_geometry:
             for earlier, output, saved in held:
                 compare(output, saved, rtol=0, atol=0, run=f"{run}: the output of {earlier!r}, held by the caller")

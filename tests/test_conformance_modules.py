@@ -1,0 +1,265 @@
+"""Module-level conformance on modules srbench has not seen: PyTorch's ModuleInfo database.
+
+PyTorch tests its ``nn`` modules with ``module_db`` (``torch.testing._internal.common_modules``):
+every ModuleInfo makes ModuleInputs, each a constructor's call and a forward call. Here each
+ModuleInfo that supports float32 runs on the CPU: its module is built from the sample's
+constructor call (under a fixed seed, so two builds hold the same parameters), put in ``.eval()``
+mode, prepared by :class:`~srbench.static.StaticModule` on the sample's forward call and run beside
+an eager copy with the protocol of the OpInfo sweep (``test_conformance_opinfo``): the sample,
+fresh values of the same shapes (the samples drawn under another seed), the sample again, and a
+sample of the same module and call structure with other shapes where the ModuleInfo makes one,
+under the defaults and one of the options that change how results are written, in turn. Outputs
+must agree with eager's in values, dtypes, shapes and strides, alias inputs and each other as
+eager's do, leave inputs as eager leaves them, and survive the next run while the caller holds
+them; after every run the module's parameters and buffers must be what eager's copy holds then.
+ModuleInfos that declare train and eval behaviour to differ (``train_and_eval_differ``, as
+PyTorch's own module tests choose their modes) also run in ``.train()`` mode: BatchNorm's running
+statistics must end each run as eager leaves them; results of random ops (dropout) are compared
+by geometry only, as the OpInfo sweep compares random ops.
+
+Exclusions are read from what happened, never from a list: a sample eager refuses is skipped,
+one ``torch.export`` refuses (tried directly, on copies) is an expected failure with the
+classified reason. CI takes the first sample of each ModuleInfo that eager runs and torch.export
+captures; ``SRBENCH_MODULE_SWEEP=full`` runs every sample (README, "Module by module").
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import itertools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+from test_conformance_opinfo import (
+    OPTION_VARIANTS,
+    SAMPLES_TRIED,
+    SampleCall,
+    _eager_runs,
+    _export_refusal,
+    check_geometry,
+    check_runs,
+    eager_answers,
+    unspecified_values,
+)
+
+from srbench.inputs import Inputs
+from srbench.measure.equivalence import compare
+from srbench.static import StaticModule, StaticOptions
+
+module_db = pytest.importorskip(
+    "torch.testing._internal.common_modules", reason="PyTorch's ModuleInfo database needs expecttest"
+).module_db
+
+FULL_SWEEP = os.environ.get("SRBENCH_MODULE_SWEEP") == "full"
+RTOL, ATOL = 1e-5, 1e-6  # the OpInfo sweep's float32 tolerances
+
+
+class Mode(enum.Enum):
+    """The mode a module is prepared and run in."""
+
+    EVAL = "eval"
+    TRAIN = "train"
+
+
+def _modes(info: Any) -> tuple[Mode, ...]:
+    """Eval always; train too where the ModuleInfo says the two differ (PyTorch's own choice)."""
+    return (Mode.EVAL, Mode.TRAIN) if info.train_and_eval_differ else (Mode.EVAL,)
+
+
+@dataclass(frozen=True)
+class ModuleSample:
+    """One ModuleInput: the constructor's call and the forward call, and how each is shaped."""
+
+    constructor: Inputs
+    forward: Inputs
+    desc: str
+
+    @classmethod
+    def of(cls, sample: Any) -> ModuleSample:
+        made, call = sample.constructor_input, sample.forward_input
+        forward = Inputs(tuple(call.args), call.kwargs) if call is not None else Inputs()
+        return cls(Inputs(tuple(made.args), made.kwargs), forward, sample.desc)
+
+    @property
+    def call(self) -> SampleCall:
+        return SampleCall.of_tree((self.forward.args, dict(self.forward.kwargs)))
+
+    def same_module(self, other: ModuleSample) -> bool:
+        """Whether ``other`` builds the same module (the same constructor call)."""
+        mine = SampleCall.of_tree((self.constructor.args, dict(self.constructor.kwargs)))
+        theirs = SampleCall.of_tree((other.constructor.args, dict(other.constructor.kwargs)))
+        return mine.same_call(theirs) and all(torch.equal(a, b) for a, b in zip(mine.tensors, theirs.tensors))
+
+    def same_call(self, other: ModuleSample) -> bool:
+        """Whether ``other`` is a call of the same module with the same structure, constants and dtypes."""
+        return self.same_module(other) and self.call.same_call(other.call)
+
+
+@dataclass(frozen=True)
+class ModuleCase:
+    """One ModuleInfo in one mode, the options it runs under besides the defaults, and (in the
+    full sweep) which of its samples; ``sample=None``: the first that eager runs and torch.export
+    captures."""
+
+    info: Any  # a ModuleInfo
+    mode: Mode
+    variant: StaticOptions
+    sample: int | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.info.name}-{self.mode.value}" + ("" if self.sample is None else f"-{self.sample}")
+
+    def samples(self, seed: int) -> list[ModuleSample]:
+        """The ModuleInfo's float32 samples for the mode, drawn under ``seed``."""
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            made = self.info.module_inputs_func(
+                self.info, device="cpu", dtype=torch.float32, requires_grad=False, training=self.mode is Mode.TRAIN
+            )
+        return [ModuleSample.of(sample) for sample in made]
+
+    def build(self, sample: ModuleSample) -> torch.nn.Module:
+        """The sample's module, in the case's mode, its parameters drawn under a fixed seed; a
+        lazy module initialized by a call on the sample in eval mode, as torch's lazy modules ask
+        (uninitialized, srbench refuses it: ``test_static_module_findings``)."""
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            model = sample.constructor.call(self.info.module_cls).to(torch.float32)
+            if self.info.is_lazy:
+                with torch.no_grad():
+                    sample.forward.clone().call(model.eval())
+        return model.train(self.mode is Mode.TRAIN)
+
+
+def _cases(full: bool) -> list[ModuleCase]:
+    cases = []
+    for index, info in enumerate(module_db):
+        if torch.float32 not in info.supported_dtypes("cpu"):
+            continue
+        for mode in _modes(info):
+            count = len(ModuleCase(info, mode, StaticOptions()).samples(seed=0)) if full else 1
+            for sample in range(count):
+                variant = OPTION_VARIANTS[(index + sample) % len(OPTION_VARIANTS)]
+                cases.append(ModuleCase(info, mode, variant, sample if full else None))
+    return cases
+
+
+CASES = _cases(FULL_SWEEP)
+
+
+@dataclass(frozen=True)
+class ModuleCall:
+    """The module of one sample and its calls: the sample, fresh values of the same shapes, and
+    (where the ModuleInfo makes one) a call of the same module with other shapes."""
+
+    case: ModuleCase
+    sample: ModuleSample
+    fresh: Inputs
+    other: Inputs | None
+
+    @property
+    def runs(self) -> list[tuple[str, Inputs]]:
+        """The calls of the protocol, named: the sample, fresh values, the sample again, another shape."""
+        first = self.sample.forward
+        runs = [("sample", first), ("fresh values", self.fresh), ("sample again", first)]
+        return runs + ([("another shape", self.other)] if self.other is not None else [])
+
+
+def _refusals(case: ModuleCase, sample: ModuleSample) -> tuple[Exception | None, str | None]:
+    """Eager's error on the sample, else torch.export's refusal of it (each on a copy of the
+    module: a call in train mode updates its statistics)."""
+    try:
+        model = case.build(sample)
+    except Exception as error:  # a lazy module's initializing call: eager refuses the sample
+        return error, None
+    if (error := _eager_runs(copy.deepcopy(model), sample.forward)) is not None:
+        return error, None
+    return None, _export_refusal(model, sample.forward)
+
+
+def module_call(case: ModuleCase) -> ModuleCall:
+    """The case's sample (or its first that eager runs and torch.export captures), with its
+    fresh twin and another shape; skips or xfails with the reason if there is none."""
+    samples, redrawn = case.samples(seed=0), case.samples(seed=1)
+    if not samples:
+        pytest.skip("the ModuleInfo has no float32 sample on the CPU")
+    tried = [case.sample] if case.sample is not None else range(min(len(samples), SAMPLES_TRIED))
+    eager_refusal: Exception | None = None
+    export_refusal: str | None = None
+    for index in tried:
+        sample = samples[index]
+        error, refusal = _refusals(case, sample)
+        eager_refusal, export_refusal = eager_refusal or error, export_refusal or refusal
+        if error is not None or refusal is not None:
+            continue
+        twin = redrawn[index] if index < len(redrawn) else None
+        fresh = twin if twin is not None and twin.same_call(sample) and twin.call.shapes == sample.call.shapes else None
+        others = (s for s in samples if s.same_call(sample) and s.call.shapes != sample.call.shapes)
+        other = next((s for s in others if _refusals(case, s) == (None, None)), None)
+        return ModuleCall(case, sample, fresh.forward if fresh else sample.forward, other.forward if other else None)
+    if export_refusal is not None:
+        pytest.xfail(export_refusal)
+    pytest.skip(f"eager refuses the sample: {type(eager_refusal).__name__}: {eager_refusal}"[:200])
+
+
+def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The module's parameters and buffers, copied, by name."""
+    named = itertools.chain(model.named_parameters(), model.named_buffers())
+    return {name: tensor.detach().clone() for name, tensor in named}
+
+
+def run_module(call: ModuleCall, options: StaticOptions, aliasing: Callable[[Any, Inputs], Any]) -> bool:
+    """Prepare a fresh build of the sample's module under ``options`` and run it beside another
+    on every call; after each run its parameters and buffers must be what eager's hold then.
+    Returns whether results were compared by geometry only (a random op)."""
+    eager_model, static_model = call.case.build(call.sample), call.case.build(call.sample)
+    answers, states = {}, {}
+    for name, inputs in call.runs:  # in order: a train-mode call updates the module's statistics
+        answers.update(eager_answers(eager_model, [(name, inputs)]))
+        states[name] = _state(eager_model)
+    module = StaticModule(static_model, call.sample.forward.clone(), options, name="module")
+    by_geometry = unspecified_values(module)
+
+    def same_state(name: str, run: str) -> None:
+        what = f"{run}: the module's parameters and buffers"
+        if by_geometry:
+            check_geometry(_state(static_model), states[name], what)
+        else:
+            compare(_state(static_model), states[name], rtol=RTOL, atol=ATOL, run=what)
+
+    runtime = module.runtime()
+    check_runs(
+        runtime,
+        eager_model,
+        call.runs,
+        options,
+        aliasing,
+        by_geometry,
+        rtol=RTOL,
+        atol=ATOL,
+        answers=answers,
+        after_run=same_state,
+    )
+    return by_geometry
+
+
+@pytest.mark.filterwarnings("ignore")  # deprecated arguments, lazy modules: eager's warnings, not srbench's
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_module_matches_eager(
+    case: ModuleCase,
+    one_thread: None,
+    output_aliasing: Callable[[Any, Inputs], Any],
+    record_property: Callable[[str, object], None],
+) -> None:
+    call = module_call(case)
+    record_property("fresh_values", call.fresh is not call.sample.forward)
+    record_property("another_shape", call.other is not None)
+    for options in (StaticOptions(), case.variant):
+        by_geometry = run_module(call, options, output_aliasing)
+    record_property("by_geometry", by_geometry)
