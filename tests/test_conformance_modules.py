@@ -51,9 +51,10 @@ from srbench.inputs import Inputs
 from srbench.measure.equivalence import EquivalenceError, compare
 from srbench.static import StaticModule, StaticOptions
 
-module_db = pytest.importorskip(
+common_modules = pytest.importorskip(
     "torch.testing._internal.common_modules", reason="PyTorch's ModuleInfo database needs expecttest"
-).module_db
+)
+module_db = common_modules.module_db
 
 FULL_SWEEP = os.environ.get("SRBENCH_MODULE_SWEEP") == "full"
 RTOL, ATOL = 1e-5, 1e-6  # the OpInfo sweep's float32 tolerances
@@ -282,3 +283,25 @@ def test_module_matches_eager(
     for options in (StaticOptions(), case.variant):
         by_geometry = run_module(call, options, output_aliasing)
     record_property("by_geometry", by_geometry)
+
+
+def _dropout_inputs(module_info: Any, device: str, dtype: torch.dtype, requires_grad: bool, training: bool, **_: Any):
+    make = torch.testing.make_tensor
+    return [
+        common_modules.ModuleInput(
+            common_modules.FunctionInput(0.5),
+            forward_input=common_modules.FunctionInput(make((4, 8), device=device, dtype=dtype)),
+        )
+    ]
+
+
+def test_random_answers_are_compared_by_geometry_and_fixed_ones_by_value(one_thread, output_aliasing):
+    # module_db has no random module whose samples draw (its dropouts are 0): nn.Dropout, as a
+    # ModuleInfo of the sweep's own, goes through the geometry path in train mode only
+    info = common_modules.ModuleInfo(torch.nn.Dropout, module_inputs_func=_dropout_inputs, train_and_eval_differ=True)
+    training = module_call(ModuleCase(info, Mode.TRAIN, StaticOptions()))
+    assert random_answers(training)
+    assert run_module(training, StaticOptions(), output_aliasing)
+    evaluating = module_call(ModuleCase(info, Mode.EVAL, StaticOptions()))
+    assert not random_answers(evaluating)
+    assert not run_module(evaluating, StaticOptions(), output_aliasing)
