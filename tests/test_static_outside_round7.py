@@ -3,6 +3,7 @@ run by ``benchmarks/outside_models.py``), each as the smallest model that shows 
 
 from __future__ import annotations
 
+import importlib
 import warnings
 
 import pytest
@@ -11,6 +12,7 @@ from test_static_outside_round6 import OPTIONS, assert_as_eager, randn  # the si
 from torch import nn
 from torch.nn.utils import prune
 
+from srbench.graph.capture import CaptureError, capture
 from srbench.inputs import Inputs
 from srbench.options import StaticOptions
 from srbench.static import StaticModule
@@ -136,3 +138,21 @@ def test_vmap_in_forward(options):
     retraced at the ATen level, where the batching rules made plain ops of them."""
     calls = [Inputs.of(randn(2, 8), randn(8, seed=2)), Inputs.of(randn(5, 8, seed=3), randn(8, seed=4))]
     assert_as_eager(Ensemble().eval(), calls, options)
+
+
+def test_a_failed_retrace_of_vmap_names_the_retrace_not_decompose(monkeypatch):
+    """Where torch's retrace of a ``vmap`` fails (without ``decompose``), the refusal says it was
+    that retrace: it said "lowering to core ATen (decompose=True) failed ... prepare without
+    decompose", advice that cannot help a model not prepared with ``decompose``."""
+
+    def failing_retrace(exported):
+        raise RuntimeError("batching rule missing")
+
+    # srbench.graph exports the function ``capture``, which hides the module of the same name
+    monkeypatch.setattr(importlib.import_module("srbench.graph.capture"), "_retraced", failing_retrace)
+    with pytest.raises(CaptureError) as refused:
+        capture(Ensemble().eval(), Inputs.of(randn(2, 8), randn(8, seed=2)))
+    message = str(refused.value)
+    assert "retrace of the model's torch.func transforms" in message
+    assert "batching rule missing" in message
+    assert "decompose" not in message

@@ -8,6 +8,7 @@ once under fake tensors, which accepts far more models than TorchDynamo's strict
 
 from __future__ import annotations
 
+import enum
 import itertools
 import operator
 import os
@@ -161,14 +162,29 @@ def _outputs_sharing_state(exported: ExportedProgram) -> frozenset[int]:
     return frozenset(position for position, value in enumerate(user) if storage(value) in state)
 
 
-def _lowering_reason(error: BaseException) -> str:
-    """Why torch's lowering to core ATen failed on a model ``torch.export`` captured: the error
-    and the decomposition it names (``take`` of a 0-d tensor reads its index's value in
+class Lowering(enum.Enum):
+    """Which of torch's lowerings of an exported program failed (see :func:`_lowering_reason`)."""
+
+    CORE_ATEN = "torch's lowering to core ATen (decompose=True)"
+    FUNCTION_TRANSFORMS = (
+        "torch's retrace of the model's torch.func transforms at the ATen level (needed to run them op by op)"
+    )
+
+    @property
+    def advice(self) -> str:
+        """What the user can do about it: only the first is the user's choice."""
+        if self is Lowering.CORE_ATEN:
+            return "; the model can be prepared without decompose"
+        return "; torch.export captures the transform, but srbench cannot run it until torch's retrace succeeds"
+
+
+def _lowering_reason(error: BaseException, lowering: Lowering) -> str:
+    """Why torch's ``lowering`` failed on a model ``torch.export`` captured: the error and the
+    decomposition it names (``take`` of a 0-d tensor reads its index's value in
     ``_decomp/decompositions.py``), not the model's code, which :func:`_reason` would blame."""
     where = re.search(r"Caused by: \(([^)]*)\)", str(error))
     at = f" in torch's decomposition at {where.group(1)}" if where else ""
-    failed = f"torch's lowering to core ATen (decompose=True) failed{at}: {error_summary(error)}"
-    return f"{failed}; the model can be prepared without decompose"
+    return f"{lowering.value} failed{at}: {error_summary(error)}{lowering.advice}"
 
 
 def _decomposed(exported: ExportedProgram) -> ExportedProgram:
@@ -350,12 +366,12 @@ def capture(
             try:
                 exported = _without_effect_tokens(lowered_with_own_names(exported, _decomposed))
             except Exception as error:  # the model's code ran fine: torch's own decomposition failed
-                raise CaptureError(name, _lowering_reason(error)) from error
+                raise CaptureError(name, _lowering_reason(error, Lowering.CORE_ATEN)) from error
         elif _transforms_functions(exported.graph) and not _writes_through_unmarked_views(exported.graph):
             try:
                 exported = _without_effect_tokens(lowered_with_own_names(exported, _retraced))
             except Exception as error:
-                raise CaptureError(name, _lowering_reason(error)) from error
+                raise CaptureError(name, _lowering_reason(error, Lowering.FUNCTION_TRANSFORMS)) from error
     if any(isinstance(value, torch.Generator) for value in exported.constants.values()):
         raise CaptureError(name, _GENERATOR)
     return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs,
