@@ -53,9 +53,82 @@ def test_unspecified_values_are_checked_by_geometry_only(conformance, static_opt
     ids=str,
 )
 def test_uninitialised_and_random_ops_are_compared_by_geometry(op):
-    assert ResultCheck.of(op) is ResultCheck.GEOMETRY
-    assert ResultCheck.of(aten.rand_like.default) is ResultCheck.GEOMETRY
-    assert ResultCheck.of(aten.add.Tensor) is ResultCheck.VALUES
+    x = torch.randn(4, 3)
+    assert ResultCheck.of(op, lambda: torch.empty_like(x), ()) is ResultCheck.GEOMETRY
+    assert ResultCheck.of(aten.rand_like.default, lambda: torch.rand_like(x), ()) is ResultCheck.GEOMETRY
+    assert ResultCheck.of(aten.add.Tensor, lambda: x + 1, ()) is ResultCheck.VALUES
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+def test_a_tagged_op_is_checked_by_what_it_answers_under_two_seeds(train):
+    """``native_dropout`` carries torch's nondeterministic tag in both modes; only in training
+    does it draw. Telling it leaves the caller's random state as it was."""
+    x = torch.randn(4, 3)
+    state = torch.get_rng_state()
+    check = ResultCheck.of(aten.native_dropout.default, lambda: aten.native_dropout(x, 0.5, train), ())
+    assert check is (ResultCheck.GEOMETRY if train else ResultCheck.VALUES)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+class EvalLSTM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 5, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0] * 2
+
+
+class NoDropout(torch.nn.Module):
+    def forward(self, x):
+        return torch.native_dropout(x * 2, 0.5, False)
+
+
+def _perturbed(op: torch._ops.OpOverload):
+    """An out variant of ``op`` that writes the op's results plus one."""
+
+    def perturbed(*args, out):
+        for buffer, result in zip(out, op(*args)):
+            buffer.copy_(result + 1)
+
+    return perturbed
+
+
+@pytest.mark.parametrize(
+    ("model", "op"), [(EvalLSTM, aten.lstm.input), (NoDropout, aten.native_dropout.default)], ids=["lstm", "dropout"]
+)
+def test_a_wrong_out_variant_of_a_tagged_op_with_fixed_answers_is_refused(model, op, one_thread):
+    """An eval-mode ``lstm`` and ``native_dropout(train=False)`` carry the nondeterministic tag:
+    their candidates were checked by geometry only, so an out variant writing wrong values was
+    used, and the runtime answered those."""
+    torch.manual_seed(0)
+    module, x = model().eval(), torch.randn(2, 3, 4)
+    registry = OutVariantRegistry()
+    registry.register(op, _perturbed(op))
+    pattern = rf"registered out variant .*perturbed for {op._schema.name} .* is not used: its values differ"
+    with pytest.warns(OutVariantWarning, match=pattern):
+        static = StaticModule(module, (x,), StaticOptions(), out_variants=registry)
+    torch.testing.assert_close(static.runtime()(x), module(x), rtol=0, atol=0)
+
+
+class Dropout(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.dropout(x, 0.5, training=True) + 1
+
+
+def test_a_random_op_is_still_checked_by_geometry_and_prepares(one_thread):
+    """Dropout in training draws: its candidates, a registered out variant among them, are held
+    to the op's geometry, not to values of another draw."""
+    registry = OutVariantRegistry()
+    registry.register(aten.dropout.default, lambda x, p, train, *, out: out.copy_(aten.dropout(x, p, train)))
+    x = torch.rand(64, 32) + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutVariantWarning)
+        module = StaticModule(Dropout(), (x,), StaticOptions(), out_variants=registry)
+    first, second = (module.runtime()(x) for _ in range(2))
+    assert not torch.equal(first, second)
+    for got in (first, second):
+        assert bool(((got == 1) | torch.isclose(got, 2 * x + 1)).all())
 
 
 # A random op whose values differ at every call, by construction: comparing them with the op's

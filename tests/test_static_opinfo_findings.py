@@ -63,8 +63,9 @@ def test_a_lowering_torch_fails_on_is_refused_naming_the_lowering_not_the_model(
 
 def test_resize_is_checked_by_geometry_only():
     # the elements resize_ adds are left as the memory was, in eager and in srbench alike
-    assert ResultCheck.of(torch.ops.aten.resize_.default) is ResultCheck.GEOMETRY
-    assert ResultCheck.of(torch.ops.aten.resize_as_.default) is ResultCheck.GEOMETRY
+    x = torch.randn(2)
+    assert ResultCheck.of(torch.ops.aten.resize_.default, lambda: x.clone().resize_(4), ()) is ResultCheck.GEOMETRY
+    assert ResultCheck.of(torch.ops.aten.resize_as_.default, lambda: x.clone().resize_(4), ()) is ResultCheck.GEOMETRY
 
 
 class Max(torch.nn.Module):

@@ -32,7 +32,10 @@ An op whose reference call fails and for which no out variant runs is reported a
 Values are compared only where they are specified: the results of ``empty``-like ops are whatever
 the memory held, and random ops draw new values at every call, so comparing those with the
 reference would pass or fail by chance. For them a candidate must give a result of the same
-shape, dtype, device and strides (:class:`ResultCheck`). A registered out variant that fails its
+shape, dtype, device and strides (:class:`ResultCheck`). Whether an op draws is told per node from
+what it does: an op carrying torch's nondeterministic tag is run twice more on the example inputs,
+under two seeds, and one whose answers agree (``dropout(train=False)``, an eval-mode ``lstm``) has
+its candidates' values checked as any other op's. A registered out variant that fails its
 check is not used, and the user is told why (:class:`~srbench.static.errors.OutVariantWarning`).
 """
 
@@ -43,13 +46,14 @@ import enum
 import operator
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 import torch
 import torch.fx
+from torch.utils import _pytree as pytree
 
 from srbench.formatting import error_summary
 from srbench.graph.nodes import written_arguments
@@ -126,6 +130,27 @@ UNINITIALIZED = frozenset(
 )
 
 
+SEEDS = (1, 2)  # the seeds a tagged op's answers are drawn under, to tell whether they are random
+
+
+def changes_with_seed(draw: Callable[[], Any], devices: Iterable[torch.device] = ()) -> bool:
+    """Whether ``draw``'s answers change with the random generators' seed: it is run under each of
+    :data:`SEEDS`, with the CPU's generator and those of the CUDA ``devices`` forked, so the
+    caller's random state is as it was. Answers whose tensors and other leaves agree bit for bit
+    (NaN where NaN) are fixed. Errors are the caller's to handle."""
+    cuda = sorted(
+        {d.index if d.index is not None else torch.cuda.current_device() for d in devices if d.type == "cuda"}
+    )
+    answers = []
+    for seed in SEEDS:
+        with torch.random.fork_rng(devices=cuda):
+            torch.default_generator.manual_seed(seed)
+            for index in cuda:
+                torch.cuda.default_generators[index].manual_seed(seed)
+            answers.append(pytree.tree_leaves(draw()))
+    return not _same_values(answers[0], answers[1], ResultCheck.EXACT)
+
+
 class ResultCheck(enum.Enum):
     """What a candidate must reproduce of the op's own result on the example inputs."""
 
@@ -134,9 +159,21 @@ class ResultCheck(enum.Enum):
     GEOMETRY = "geometry"  # values unspecified or random: the same shape, dtype, device and strides
 
     @classmethod
-    def of(cls, op: torch._ops.OpOverload) -> ResultCheck:
-        unspecified = op._schema.name in UNINITIALIZED or torch.Tag.nondeterministic_seeded in op.tags
-        return cls.GEOMETRY if unspecified else cls.VALUES
+    def of(cls, op: torch._ops.OpOverload, draw: Callable[[], Any], devices: Iterable[torch.device]) -> ResultCheck:
+        """The check of one node of ``op``, whose call on the example inputs is ``draw``. Torch's
+        ``nondeterministic_seeded`` tag says an op may draw, not that it does on these inputs:
+        ``dropout(train=False)``, an eval-mode ``lstm`` with dropout 0, carry it and answer
+        fixed values, which a wrong candidate would not be held to. So a tagged op is drawn
+        under two seeds (:func:`changes_with_seed`; untagged ops cost nothing) and its values are
+        checked where its answers agree. ``empty``-like ops (:data:`UNINITIALIZED`) answer what
+        memory held, which two draws may or may not agree on: geometry only. An op that fails
+        on the example inputs is checked by geometry (what is left to check of it)."""
+        if op._schema.name in UNINITIALIZED:
+            return cls.GEOMETRY
+        if torch.Tag.nondeterministic_seeded not in op.tags:
+            return cls.VALUES
+        ok, changes = _try(partial(changes_with_seed, draw, devices))
+        return cls.VALUES if ok and not changes else cls.GEOMETRY
 
     def for_candidate(self, registered: bool) -> ResultCheck:
         """What one candidate must give. srbench's own candidates call the op's kernel, or the
@@ -419,6 +456,7 @@ class Resolver:
         self.constant_values: set[str] = set(constant_nodes)  # grows with views and folded ops
         self.out_variants = out_variants
         self.resolutions: dict[str, Resolution] = {}
+        self.checks: dict[str, ResultCheck] = {}  # by node, once found (a tagged op is drawn twice)
         # the working fallbacks of the node being resolved whose result has the op's geometry
         self.allocates_as_planned: list[Call] = []
 
@@ -480,8 +518,7 @@ class Resolver:
     def _reads_only_constants(self, node: torch.fx.Node) -> bool:
         return all(arg.name in self.constant_values for arg in node.all_input_nodes)
 
-    @staticmethod
-    def _is_function_of_inputs(node: torch.fx.Node) -> bool:
+    def _is_function_of_inputs(self, node: torch.fx.Node) -> bool:
         """Whether ``node``'s values follow from its inputs, so computing it once is computing it
         at every run (not so for random ops, ``empty``-like ops, callables srbench cannot see into,
         and ops that return nothing: ``aten._print`` is called for its effect, at every call)."""
@@ -489,8 +526,24 @@ class Resolver:
         return (
             isinstance(target, torch._ops.OpOverload)
             and bool(target._schema.returns)
-            and ResultCheck.of(target) is ResultCheck.VALUES
+            and self._check(node, target) is ResultCheck.VALUES
         )
+
+    def _check(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> ResultCheck:
+        """What ``node``'s candidates must reproduce (:meth:`ResultCheck.of`), found once, before
+        the op's reference call writes anything: a draw writes clones of what the op writes."""
+        if node.name not in self.checks:
+            written = [n.name for n in written_arguments(node) if isinstance(self.env.get(n.name), torch.Tensor)]
+
+            def draw() -> Any:
+                trial = {**self.env, **{name: self.env[name].clone() for name in written}}
+                result = op(*materialize(node.args, trial), **materialize(dict(node.kwargs), trial))
+                return result, [trial[name] for name in written]
+
+            arguments = _tensors(materialize(list(node.args) + list(node.kwargs.values()), self.env))
+            devices = {t.device for t in arguments + _tensors(node.meta.get("val"))}
+            self.checks[node.name] = ResultCheck.of(op, draw, devices)
+        return self.checks[node.name]
 
     # -- one node ---------------------------------------------------------------------------
 
@@ -618,7 +671,7 @@ class Resolver:
         """In-place ops (and other mutating ops) run as they are; candidates are tried on clones of
         the arguments they write, before the reference mutates the real values."""
         kind = op_kind(op)
-        check = ResultCheck.of(op).for_candidate(registered=False)
+        check = self._check(node, op).for_candidate(registered=False)
         written: list[str] = []
         for index, argument in enumerate(op._schema.arguments):
             if argument.alias_info is None or not argument.alias_info.is_write:
@@ -787,7 +840,7 @@ class Resolver:
         return best
 
     def _working_fallbacks(self, node: torch.fx.Node, op: torch._ops.OpOverload, reference: Any) -> list[Call]:
-        check = ResultCheck.of(op).for_candidate(registered=False)
+        check = self._check(node, op).for_candidate(registered=False)
         candidates = self._rewrites(node, op, out=False)
         binding = function_binding(op) or method_binding(op)
         if binding is not None:
@@ -936,7 +989,7 @@ class Resolver:
             return []
         if reference is not None and len(_tensors(reference)) != len(results):
             return []
-        check = ResultCheck.of(op)
+        check = self._check(node, op)
         device = self._device(node, reference)
         working: list[tuple[Call, tuple[torch.Tensor, ...]]] = []
         for call in self._out_candidates(node, op):
