@@ -48,8 +48,9 @@ from test_conformance_opinfo import (
 )
 
 from srbench.inputs import Inputs
-from srbench.measure.equivalence import EquivalenceError, compare
+from srbench.measure.equivalence import compare
 from srbench.static import StaticModule, StaticOptions
+from srbench.static.resolve import changes_with_seed
 
 common_modules = pytest.importorskip(
     "torch.testing._internal.common_modules", reason="PyTorch's ModuleInfo database needs expecttest"
@@ -217,21 +218,16 @@ def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def random_answers(call: ModuleCall) -> bool:
     """Whether eager's answers on the sample change with the random generator's state (dropout in
-    train mode): only then are results compared by geometry. The graph's ops do not tell it: an
-    eval-mode Transformer's ``dropout(train=False)`` and an RNN's ``lstm`` carry torch's
-    nondeterministic tag, though their answers are fixed (told by the tag, as the OpInfo sweep
-    tells random ops, 375 samples of Transformer, RNN, LSTM and GRU modules were compared by
-    geometry only in the first full run)."""
-    answers = []
-    for seed in (1, 2):
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            answers.append(eager_answers(call.case.build(call.sample), [("sample", call.sample.forward)]))
-    try:
-        compare(answers[0]["sample"][0], answers[1]["sample"][0], rtol=0, atol=0, run="eager under two seeds")
-    except EquivalenceError:
-        return True
-    return False
+    train mode), as srbench tells a tagged op's (:func:`~srbench.static.resolve.changes_with_seed`):
+    only then are results compared by geometry. The graph's ops do not tell it: an eval-mode
+    Transformer's ``dropout(train=False)`` and an RNN's ``lstm`` carry torch's nondeterministic
+    tag, though their answers are fixed (told by the tag, 375 samples of Transformer, RNN, LSTM
+    and GRU modules were compared by geometry only in the first full run)."""
+
+    def draw() -> Any:
+        return eager_answers(call.case.build(call.sample), [("sample", call.sample.forward)])["sample"][0]
+
+    return changes_with_seed(draw)
 
 
 def run_module(call: ModuleCall, options: StaticOptions, aliasing: Callable[[Any, Inputs], Any]) -> bool:

@@ -16,8 +16,9 @@ Exclusions are read from what happened, never from a list: an OpInfo without a s
 dtype, or whose every sample eager itself refuses, is skipped; one that ``torch.export`` cannot
 capture is an expected failure with the capture's reason classified (``torch.export`` is tried
 directly, so a failure of srbench's own is never mistaken for one of the capture). Ops whose
-results have no specified values (``empty``-like, random) are compared by geometry only, as
-srbench itself checks them (:class:`~srbench.static.resolve.ResultCheck`).
+results have no specified values (``empty``-like, or random: torch's answers change with the
+seed) are compared by geometry only, as srbench itself checks them
+(:class:`~srbench.static.resolve.ResultCheck`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from srbench.graph.capture import CaptureError, capture
 from srbench.inputs import Inputs
 from srbench.measure.equivalence import compare, structure_difference
 from srbench.static import InputSignatureError, RuntimePool, StaticModule, StaticOptions, UnsupportedOpError
-from srbench.static.resolve import ResultCheck
+from srbench.static.resolve import UNINITIALIZED, changes_with_seed
 
 op_db = pytest.importorskip(
     "torch.testing._internal.common_methods_invocations", reason="PyTorch's OpInfo database needs expecttest"
@@ -279,15 +280,33 @@ def check_geometry(actual: Any, expected: Any, run: str) -> None:
             assert geometry(a) == geometry(e), f"{run}: output {index}: {geometry(a)} where eager has {geometry(e)}"
 
 
-def unspecified_values(module: StaticModule) -> bool:
-    """Whether the prepared graph has an op whose values are unspecified (``empty``-like) or
-    random: its results are compared by geometry only, as srbench checks them itself (an OpInfo
-    may seed the generator in Python before a random op, ``wrapper_set_seed``, which fixes eager's
-    answer but is not part of the captured graph)."""
-    return any(
-        isinstance(plan.node.target, torch._ops.OpOverload) and ResultCheck.of(plan.node.target) is ResultCheck.GEOMETRY
-        for plan in module.prepared.plans
-    )
+def unspecified_values(module: StaticModule, runs: list[tuple[str, Inputs]]) -> bool:
+    """Whether the prepared graph's results have no specified values on ``runs``: it has an
+    ``empty``-like op (:data:`~srbench.static.resolve.UNINITIALIZED`), or an op torch tags
+    nondeterministic and torch's answers on one of the runs change with the seed
+    (:func:`~srbench.static.resolve.changes_with_seed`, as srbench tells a tagged op's). The tag
+    alone does not tell: ``dropout(train=False)`` and ``lstm`` carry it and answer fixed values,
+    which were compared by geometry only. Every run is drawn: the scalars sweep's ``p`` of a
+    dropout can be 0 in one run and not in the next."""
+    ops = [plan.node.target for plan in module.prepared.plans if isinstance(plan.node.target, torch._ops.OpOverload)]
+    if any(op._schema.name in UNINITIALIZED for op in ops):
+        return True
+    if not any(torch.Tag.nondeterministic_seeded in op.tags for op in ops):
+        return False
+    return any(_draws(module.model, inputs) for inputs in {id(inputs): inputs for _, inputs in runs}.values())
+
+
+def _draws(model: torch.nn.Module, inputs: Inputs) -> bool:
+    """Whether the answers on ``inputs`` of ``model``'s captured program, run by torch, change with
+    the seed. Not eager's: an OpInfo may seed the generator in Python before a random op
+    (``wrapper_set_seed``), which fixes eager's answer but is not part of the captured graph."""
+    program = capture(model, inputs.clone()).exported.module()
+
+    def draw() -> Any:
+        with torch.no_grad():
+            return inputs.clone().call(program)
+
+    return changes_with_seed(draw)
 
 
 def _held(outputs: Any) -> Any:
@@ -314,7 +333,7 @@ def run_protocol(
     the first difference, naming the run and the options. Returns whether results were compared
     by geometry only (an op with unspecified or random values)."""
     module = StaticModule(call.model, call.first.clone(), options, name="op")
-    by_geometry = unspecified_values(module)
+    by_geometry = unspecified_values(module, call.runs)
     check_runs(module.runtime(), call.model, call.runs, options, aliasing, by_geometry, rtol=rtol, atol=atol)
     return by_geometry
 
@@ -551,7 +570,7 @@ def run_threads(call: OpCall, aliasing: Callable[[Any, Inputs], Any], *, rtol: f
     process-wide); srbench's own captures and prepare-time eager calls are serialised."""
     options = StaticOptions()
     module = StaticModule(call.model, call.first.clone(), options, name="op")
-    pool, by_geometry = RuntimePool(module), unspecified_values(module)
+    pool, by_geometry = RuntimePool(module), unspecified_values(module, call.runs)
     answers = eager_answers(call.model, call.runs)
     start, errors = threading.Barrier(THREADS), []
 
@@ -692,7 +711,7 @@ def test_opinfo_sweep_matches_eager(
                 runs,
                 StaticOptions(),
                 output_aliasing,
-                unspecified_values(module),
+                unspecified_values(module, runs),
                 rtol=rtol,
                 atol=atol,
             )

@@ -296,8 +296,8 @@ def check_forms(
         must_raise(prepare_and_call, f"{name} under {options}", refused[name])
         return
     module = StaticModule(model, prepared_on.clone(), options, name="op")
-    runtime, by_geometry = module.runtime(), unspecified_values(module)
     taken = [(name, inputs) for name, inputs in runs if name not in refused]
+    runtime, by_geometry = module.runtime(), unspecified_values(module, taken)
     check_runs(runtime, model, taken, options, aliasing, by_geometry, rtol=1e-5, atol=1e-6)
     for name, inputs in runs:
         if name in refused:
