@@ -70,6 +70,13 @@ def test_a_tagged_op_is_checked_by_what_it_answers_under_two_seeds(train):
     assert torch.equal(torch.get_rng_state(), state)
 
 
+def test_a_tagged_op_that_draws_is_checked_by_geometry_where_its_answers_agree():
+    """``bernoulli`` of ones answers ones under any seed, as a coin flip answers the same under two
+    seeds half the time: an op that moves the generator is random, whatever two draws gave."""
+    ones = torch.ones(3)
+    assert ResultCheck.of(aten.bernoulli.default, lambda: torch.bernoulli(ones), ()) is ResultCheck.GEOMETRY
+
+
 class EvalLSTM(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -134,20 +134,23 @@ SEEDS = (1, 2)  # the seeds a tagged op's answers are drawn under, to tell wheth
 
 
 def changes_with_seed(draw: Callable[[], Any], devices: Iterable[torch.device] = ()) -> bool:
-    """Whether ``draw``'s answers change with the random generators' seed: it is run under each of
-    :data:`SEEDS`, with the CPU's generator and those of the CUDA ``devices`` forked, so the
-    caller's random state is as it was. Answers whose tensors and other leaves agree bit for bit
-    (NaN where NaN) are fixed. Errors are the caller's to handle."""
+    """Whether ``draw``'s answers may change with the random generators' seed: it is run under
+    each of :data:`SEEDS`, with the CPU's generator and those of the CUDA ``devices`` forked, so
+    the caller's random state is as it was. Its answers are fixed where they agree bit for bit
+    (NaN where NaN, tensors and other leaves) and no draw moved a generator: answers that agree by
+    chance (a coin flip, ``randint(0, 2, (1,))``, agrees under two seeds half the time) would be
+    checked by value and fail by chance later. Errors are the caller's to handle."""
     cuda = sorted(
         {d.index if d.index is not None else torch.cuda.current_device() for d in devices if d.type == "cuda"}
     )
+    generators = [torch.default_generator, *(torch.cuda.default_generators[index] for index in cuda)]
     answers = []
     for seed in SEEDS:
         with torch.random.fork_rng(devices=cuda):
-            torch.default_generator.manual_seed(seed)
-            for index in cuda:
-                torch.cuda.default_generators[index].manual_seed(seed)
+            states = [generator.manual_seed(seed).get_state() for generator in generators]
             answers.append(pytree.tree_leaves(draw()))
+            if not all(torch.equal(state, generator.get_state()) for state, generator in zip(states, generators)):
+                return True
     return not _same_values(answers[0], answers[1], ResultCheck.EXACT)
 
 
