@@ -93,6 +93,11 @@ class Inputs:
         """Every tensor of the call, in pytree order."""
         return [leaf for leaf in pytree.tree_leaves((self.args, dict(self.kwargs))) if isinstance(leaf, torch.Tensor)]
 
+    def cuda_device_indices(self) -> list[int]:
+        """The CUDA devices the call's tensors are on, as ``torch.random.fork_rng(devices=...)``
+        takes them: forking only those keeps the other devices' generators uninitialised."""
+        return sorted({t.device.index or 0 for t in self.tensors() if t.device.type == "cuda"})
+
     def with_paths(self) -> list[tuple[str, Any]]:
         """Every leaf with its path: ``args[0]``, ``args[1]['mask']``, ``kwargs['scale']``."""
         flat, _ = flatten_with_paths({"args": self.args, "kwargs": dict(self.kwargs)})

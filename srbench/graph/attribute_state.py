@@ -382,7 +382,7 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
     the module docstring), naming the module, the attribute and its values; leave ``model`` as it
     was either way. Else what the first call tells (:class:`EagerCall`; no eager call more for
     it); ``None`` where eager cannot run the model."""
-    devices = sorted({t.device.index or 0 for t in inputs.tensors() if t.device.type == "cuda"})
+    devices = inputs.cuda_device_indices()
     before, registered = _state(model), _registered(model)
     kept, tensors = ModuleSnapshot.of(model), None
     try:

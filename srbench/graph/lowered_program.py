@@ -35,7 +35,7 @@ def lowered_program_failure(model: torch.nn.Module, inputs: Inputs, *, name: str
     written = set(exported.graph_signature.buffers_to_mutate.values())
     buffers = {qualified: buffer.clone() for qualified, buffer in program.named_buffers() if qualified in written}
     call = inputs.clone()
-    devices = sorted({t.device.index or 0 for t in call.tensors() if t.device.type == "cuda"})
+    devices = call.cuda_device_indices()
     try:
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             torch.func.functional_call(program, buffers, call.args, dict(call.kwargs))
