@@ -58,6 +58,7 @@ from srbench.static.reuse import dying_input_reuses
 from srbench.static.serving import unavailable_reason
 from srbench.static.signature import InputSignature
 from srbench.static.slab_schedule import SlabLayout, slab_layout
+from srbench.static.storage_offsets import offsets_from_computed_inputs
 from srbench.static.stream_code import StreamCodeWriter, StreamMode
 from srbench.static.streams import plan_streams
 
@@ -555,6 +556,7 @@ def prepare_graph(
     tensors = inputs.tensors()
     device = tensors[0].device if tensors else torch.device("cpu")
 
+    offsets_from_computed_inputs(graph)  # before the ops are resolved: their calls carry it
     schema_analysis = analyze_lifetimes(graph)
     written = _with_shared_storage(written_storages(graph, schema_analysis) | set(mutations.values()), values)
     probe_values = {n: (v.clone() if n in written and isinstance(v, torch.Tensor) else v) for n, v in values.items()}
