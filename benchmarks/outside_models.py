@@ -1913,17 +1913,18 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to tenth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to eleventh rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
     from benchmarks.outside_round9 import ninth_round
     from benchmarks.outside_round10 import tenth_round
+    from benchmarks.outside_round11 import eleventh_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
         case
-        for models in (*earlier, sixth_round, seventh_round, eighth_round, ninth_round, tenth_round)
+        for models in (*earlier, sixth_round, seventh_round, eighth_round, ninth_round, tenth_round, eleventh_round)
         for case in models()
     ]
 
