@@ -50,6 +50,16 @@ def _points(sizes: tuple[int, int], features: int, dtype: Any = None) -> Callabl
     return make
 
 
+def _padded_tokens(shape: int, lengths: tuple[int, int]) -> tuple[Any, Any]:
+    """Token ids of ``lengths[shape]`` at batch 1 then 3, and a boolean mask of the tokens kept:
+    the first sequence whole, the others padded at the end (4 tokens short, then 3 long)."""
+    import torch
+
+    batch, length = (1, 3)[shape], lengths[shape]
+    ids = torch.randint(0, 64, (batch, length), generator=_seeded(shape))
+    return ids, torch.arange(length)[None] < torch.tensor((length, length - 4, 3)[:batch])[:, None]
+
+
 def _gpytorch_models() -> list[OutsideModel]:
     """gpytorch's models in eval mode on fixed training data, as its TorchScript/ONNX export
     example calls them (``fast_pred_var``, ``trace_mode``, ``debug(False)``)."""
@@ -372,10 +382,8 @@ def _sentence_transformers_models() -> list[OutsideModel]:
                                                modules.Dense(96, 16), modules.Normalize()], device="cpu")  # fmt: skip
 
     def features(shape: int) -> Any:
-        batch, length = (1, 3)[shape], (9, 13)[shape]
-        ids = torch.randint(0, 64, (batch, length), generator=_seeded(shape))
-        mask = (torch.arange(length)[None] < torch.tensor((length, length - 4, 3)[:batch])[:, None]).long()
-        return _call({"input_ids": ids, "attention_mask": mask})
+        ids, mask = _padded_tokens(shape, (9, 13))
+        return _call({"input_ids": ids, "attention_mask": mask.long()})
 
     return [
         OutsideModel("st_pooling_normalize", "sentence-transformers SentenceTransformer(modules=[BERT encoder, "
@@ -448,9 +456,7 @@ def _performer_models() -> list[OutsideModel]:
             return self.model(ids, mask=mask)
 
     def masked_inputs(shape: int) -> Any:
-        batch, length = (1, 3)[shape], (8, 12)[shape]
-        mask = torch.arange(length)[None] < torch.tensor((length, length - 4, 5)[:batch])[:, None]
-        return _call(torch.randint(0, 64, (batch, length), generator=_seeded(shape)), mask)
+        return _call(*_padded_tokens(shape, (8, 12)))
 
     return [
         OutsideModel("performer_causal", "performer-pytorch PerformerLM causal (FAVOR+ prefix sums: cumsum "
