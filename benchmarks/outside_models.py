@@ -1,12 +1,14 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 293
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 315
 models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``, the
 seventh's 37 in ``benchmarks/outside_round7.py``, the eighth's 40 in
 ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``: diffusers,
 PyTorch Geometric and einops models, the tenth's 24 in ``benchmarks/outside_round10.py``: kornia,
-x-transformers, perceiver-pytorch, MONAI, PEFT, e3nn and torchdiffeq models, unavailable where
-those extras are not installed),
+x-transformers, perceiver-pytorch, MONAI, PEFT, e3nn and torchdiffeq models, the eleventh's 22
+in ``benchmarks/outside_round11.py``: gpytorch, botorch, normflows, zuko, torchmetrics,
+sentence-transformers, rotary-embedding-torch and performer-pytorch models and hand-written
+patterns, unavailable where those extras are not installed),
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
 exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions, normalisations, pixel shuffle,
 resampling, pytree inputs and outputs, calls written in other forms, in-place ops, view chains,
@@ -46,8 +48,8 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_calls.py`` (the second), ``tests/test_static_outside_round3.py``,
 ``tests/test_static_outside_round4.py``, ``tests/test_static_outside_round5.py``,
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
-``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py`` or
-``tests/test_static_outside_round10.py`` on the
+``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
+``tests/test_static_outside_round10.py`` or ``tests/test_static_outside_round11.py`` on the
 smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
