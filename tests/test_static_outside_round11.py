@@ -85,3 +85,61 @@ def test_torchmetrics_pairwise_cosine_with_a_zero_diagonal_under_decompose():
     for seed in (1, 2):
         x = randn(5, 6, seed=seed)
         torch.testing.assert_close(runtime(x), model(x))
+
+
+class CachedInBuffer(nn.Module):
+    """rotary-embedding-torch's frequency cache: a buffer registered in ``__init__`` and written
+    in place by a call longer than what it holds, the length it holds a plain attribute that
+    later calls read (``cached_freqs``, ``cached_freqs_seq_len``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cached", torch.zeros(16), persistent=False)
+        self.cached_length = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = x.shape[-1]
+        if length <= self.cached_length:
+            positions = self.cached[:length]
+        else:
+            positions = torch.arange(length, dtype=x.dtype).sin()
+            self.cached[:length] = positions
+            self.cached_length = length
+        return x * 2 + positions
+
+
+@pytest.mark.parametrize("options", [StaticOptions(), StaticOptions(decompose=True)], ids=["defaults", "decompose"])
+def test_a_cache_a_first_call_fills_in_a_buffer_is_accepted(options):
+    """The check for state a first call sets compared a later call with a first one after putting
+    the buffers back as they were before the first call, but not the attributes: the later call
+    read the length its first call cached and the zeros the check had put back in the cache, so
+    every model using rotary-embedding-torch was refused ("the model's first call sets state that
+    its later calls read: ... 'cached_freqs_seq_len' (0 before, 7 after)"), prepared fresh or
+    called at a longer length. Both calls now start from the buffers as the first call left
+    them (the program carries buffers from call to call as eager does)."""
+    model, twin = CachedInBuffer(), CachedInBuffer()
+    runtime = StaticModule(model, (randn(2, 3),), options).runtime()
+    assert model.cached_length == 0 and not model.cached.any()
+    for length, seed in ((3, 1), (5, 2), (3, 3)):
+        x = randn(2, length, seed=seed)
+        with torch.no_grad():
+            torch.testing.assert_close(runtime(x), twin(x), rtol=0, atol=0)
+
+
+def test_rotary_embedding_torch_is_prepared_fresh():
+    """The same on rotary-embedding-torch itself, prepared before any eager call."""
+    rotary = pytest.importorskip("rotary_embedding_torch", reason="the rotary-embedding-torch extra is not installed")
+
+    class Rotated(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rotary = rotary.RotaryEmbedding(dim=8)
+
+        def forward(self, q: torch.Tensor) -> torch.Tensor:
+            return self.rotary.rotate_queries_or_keys(q)
+
+    model, twin = Rotated(), Rotated()
+    runtime = StaticModule(model, (randn(1, 2, 7, 16),), StaticOptions()).runtime()
+    for length, seed in ((7, 1), (12, 2)):
+        q = randn(1, 2, length, 16, seed=seed)
+        torch.testing.assert_close(runtime(q), twin(q))

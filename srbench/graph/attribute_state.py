@@ -26,7 +26,8 @@ but export traces forward as a first call, so the program took the first call's 
 call where eager's later calls read the first call's value: other numbers from the second call
 on, silently. Where a first call sets an attribute, a call after it is compared with a first
 call, both on other inputs (floats scaled, other tensors reversed) and the registered tensors as
-they were (a buffer written at every call is state the program carries): other answers refuse
+the first call left them (a buffer written at every call is state the program carries, and a
+cache written into a buffer is read as filled where an attribute says so): other answers refuse
 the model, naming what the first call set. A first call registering a parameter, buffer or
 layer is refused without comparing (export makes its tensors as fake ones). A flag or a cache of
 positions made from shapes gives the same answers and is accepted. A buffer assigned a tensor
@@ -298,17 +299,19 @@ def _same_outputs(first: Any, second: Any) -> bool:
 def _first_call_state(model: torch.nn.Module, inputs: Inputs, devices: list[int]) -> bool:
     """Whether the state ``model``'s first call sets (an attribute, a buffer registered or filled
     in forward) changes what its later calls give: a call after a first one, on other inputs,
-    against a first call on those inputs, the registered tensors as they were for both (a buffer
-    written at every call is state the program carries, not this). ``False`` where eager cannot
-    make the calls (no verdict)."""
+    against a first call on those inputs, the registered tensors as the first call left them for
+    both (the program carries its buffers from call to call as eager does: a buffer written at
+    every call is not this, and a cache the first call writes into a buffer, with its length in
+    an attribute, is read by the later call as the first call left it, not zeroed again while the
+    attribute says it is filled). ``False`` where eager cannot make the calls (no verdict)."""
     other = _other_inputs(inputs)
     kept, tensors = ModuleSnapshot.of(model), _Tensors.of(model)
     try:
         _call(model, inputs, devices)
-        tensors.put_back()  # the first call's attributes and new entries stay
+        written = _Tensors.of(model)  # the first call's attributes, new entries and writes
         later = _call(model, other, devices)
         kept.restore()
-        tensors.put_back()
+        written.put_back()  # the attributes as before the first call, the tensors as after it
         first = _call(model, other, devices)
         return not _same_outputs(later, first)
     except Exception:  # eager cannot run the other inputs (a length given as a tensor, say)
