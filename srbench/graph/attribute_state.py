@@ -389,7 +389,7 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
     before, registered = _state(model), _registered(model)
     kept, tensors = ModuleSnapshot.of(model), None
     try:
-        tensors = _Tensors.of(model)  # fails on a lazy module's uninitialized parameters
+        tensors = _Tensors.of(model)  # callers refuse uninitialized lazy parameters first
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             buffers = dict(model.named_buffers(remove_duplicate=False))
             outputs = model(*(call := inputs.clone()).args, **call.kwargs)
