@@ -60,6 +60,8 @@ def test_a_raw_overload_never_wins_over_a_working_binding_by_noise(monkeypatch):
     from srbench.static.out_variants import OutVariantRegistry
 
     def best_time(run, barrier, runs=5):
+        if not hasattr(run, "args"):  # a view-tracking timing of the chosen call (view_tracking.py)
+            return 1e-6
         return 1e-6 if run.args[0].parses_schema else 2e-6  # run: partial(invoke, call, env, buffers)
 
     monkeypatch.setattr(resolve_module, "_best_time", best_time)

@@ -24,6 +24,7 @@ from srbench.options import StaticOptions
 from srbench.static.calls import Call
 from srbench.static.resolve import Category, Resolution
 from srbench.static.serving import Serving
+from srbench.static.view_tracking import ViewTracking
 
 
 def _views_as_captured(node: torch.fx.Node) -> bool:
@@ -81,7 +82,8 @@ class NodePlan:
     ``constant``: the folded value (``CONSTANT``); ``allocating`` (``OUT``): the op's call that
     allocates its result in the planned geometry, where the resolver found one (what makes a
     run buffer this op writes first, see :meth:`srbench.static.codegen.CodeWriter.node_lines`);
-    ``serving`` (``SERVED``): which of the op's allocations become which results in the slab.
+    ``serving`` (``SERVED``): which of the op's allocations become which results in the slab;
+    ``tracking``: whether its call runs below ``ADInplaceOrView`` (:mod:`srbench.static.view_tracking`).
     """
 
     node: torch.fx.Node
@@ -94,6 +96,7 @@ class NodePlan:
     constant: Any = None
     allocating: Call | None = None
     serving: Serving | None = None
+    tracking: ViewTracking = ViewTracking.KEPT
 
     def __post_init__(self) -> None:
         if self.how.runs_code and self.call is None:
@@ -314,7 +317,7 @@ class Chooser:
             storage = self.analysis.storage_of[node.name]  # the input's, which dies here
             if storage not in self.per_run:  # the slab's tensor, as the input's: views of it made once
                 self.fixed.add(node.name)
-            return NodePlan(node, RunAs.OUT, kind, resolution.out, (storage,))
+            return NodePlan(node, RunAs.OUT, kind, resolution.out, (storage,), tracking=resolution.out_tracking)
         if category is Category.FUNCTIONAL:
             storages = self.analysis.outputs_of.get(node.name, ())
             if (
@@ -326,12 +329,28 @@ class Chooser:
                 if len(storages) == 1 and storages[0] not in self.per_run:
                     self.fixed.add(node.name)
                 allocating = resolution.fallback if resolution.fallback_allocates_as_planned else None
-                return NodePlan(node, RunAs.OUT, kind, resolution.out, storages, allocating=allocating)
+                return NodePlan(
+                    node,
+                    RunAs.OUT,
+                    kind,
+                    resolution.out,
+                    storages,
+                    allocating=allocating,
+                    tracking=resolution.out_tracking,
+                )
             if resolution.fallback is not None:
                 serving = self._serving(resolution, storages)
                 how = RunAs.FALLBACK if serving is None else RunAs.SERVED
-                return NodePlan(node, how, kind, resolution.fallback, storages, serving=serving)
-            return NodePlan(node, RunAs.OUT_FRESH, kind, resolution.out, storages)
+                return NodePlan(
+                    node,
+                    how,
+                    kind,
+                    resolution.fallback,
+                    storages,
+                    serving=serving,
+                    tracking=resolution.fallback_tracking,
+                )
+            return NodePlan(node, RunAs.OUT_FRESH, kind, resolution.out, storages, tracking=resolution.out_tracking)
         if category is Category.GETITEM and self.how.get(getitem_parts(node)[0].name) is RunAs.OUT:
             self.fixed.add(node.name)  # one of a multi-output op's managed results
             return NodePlan(node, RunAs.NATIVE, kind, native)

@@ -37,6 +37,7 @@ from srbench.static.page_release import release_pages
 from srbench.static.serving import serving_library
 from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
 from srbench.static.slab_schedule import Release, SlabLayout
+from srbench.static.view_tracking import AD_INPLACE_OR_VIEW, ViewTracking
 
 if TYPE_CHECKING:
     from srbench.static.mid_op_release import ReleaseWithin
@@ -647,6 +648,9 @@ class CodeWriter:
         self.shared.setdefault("_is_grad_enabled", torch.is_grad_enabled)
         self.shared.setdefault("_set_grad_enabled", torch._C._set_grad_enabled)
         self.shared.setdefault("_below_autograd", torch._C._AutoDispatchBelowAutograd)
+        self.shared.setdefault("_tls_is_excluded", torch._C._dispatch_tls_is_dispatch_key_excluded)
+        self.shared.setdefault("_tls_set_excluded", torch._C._dispatch_tls_set_dispatch_key_excluded)
+        self.shared.setdefault("_ad_inplace_or_view", AD_INPLACE_OR_VIEW)
         self.shared.setdefault("_inference_only", inference_only_error)
         self.shared.setdefault("_input_names", self.signature.paths)
         self.shared.setdefault("_sharing_of", sharing_of)
@@ -815,6 +819,25 @@ class CodeWriter:
         below = [f"{INDENT}_below.__exit__(None, None, None)"] if self.below_autograd else []
         return ["    finally:", *below, f"{INDENT}_set_grad_enabled(_grad)"]
 
+    def tracking_of(self, node: str | None) -> ViewTracking | None:
+        """Whether a body entry (:meth:`node_bodies`, by node name) must run with ``ADInplaceOrView``
+        or below it (:mod:`srbench.static.view_tracking`); ``None`` for an entry that dispatches
+        nothing, which runs either way (a ``getitem`` of a multi-result op's tuple). Entries of no
+        node (the write-back into mutated inputs: ``copy_`` must bump their version counters) keep it."""
+        plan = self.plans.get(node) if node is not None else None
+        if plan is None:
+            return ViewTracking.KEPT
+        if plan.node.target is operator.getitem:
+            return None
+        return plan.tracking
+
+    def tracking_switch(self, tracking: ViewTracking) -> str:
+        """The line switching this thread's dispatch to ``tracking``: below ``ADInplaceOrView``, or
+        back to what the caller had (``_views_excluded``, read by :meth:`_function`'s first lines:
+        under the caller's inference mode it stays excluded)."""
+        state = "True" if tracking is ViewTracking.SKIPPED else "_views_excluded"
+        return f"_tls_set_excluded(_ad_inplace_or_view, {state})"
+
     def _function(
         self,
         body: list[tuple[str | None, list[str]]],
@@ -827,6 +850,12 @@ class CodeWriter:
     ) -> str:
         head = self.head(name, guard=guard)
         claims = self.claims(name)
+        # runs of nodes below ADInplaceOrView: switched into before the first, back before the
+        # next node that keeps it (two calls of about 0.07 µs each)
+        switches = self.below_autograd and any(self.tracking_of(n) is ViewTracking.SKIPPED for n, _ in body)
+        if switches:
+            head.append("    _views_excluded = _tls_is_excluded(_ad_inplace_or_view)")
+        tracking = ViewTracking.KEPT
         lines = []
         tick = "; ".join([f"_t1 = {Hook.CLOCK}()", f"{Hook.TIMES}[{{slot}}] += _t1 - _t0", "_t0 = _t1"])
         if profile:
@@ -855,6 +884,10 @@ class CodeWriter:
         for slot, (node_name, node_lines) in enumerate(body, start=1):
             if node_name is not None and node_name in takes:  # a segment taken right before its first writer
                 lines += takes[node_name] + ([tick.format(slot=0)] if profile else [])
+            wanted = self.tracking_of(node_name) if switches else None
+            if wanted is not None and wanted is not tracking:
+                lines.append(self.tracking_switch(wanted))
+                tracking = wanted
             if observe and node_name is not None:
                 lines.append(f"_range = _record_function({node_label(node_name)!r}); _range.__enter__()")
             lines += node_lines
@@ -864,8 +897,12 @@ class CodeWriter:
                 lines.append(tick.format(slot=slot))
             if node_name is not None and node_name in releases:  # given back early: the release below is then free
                 lines += releases[node_name] + ([tick.format(slot=free_slot)] if profile else [])
+        if tracking is not ViewTracking.KEPT:
+            lines.append(self.tracking_switch(ViewTracking.KEPT))
         lines.append(f"_result = {returned}")
         tail = self.grad_restored()
+        if switches:  # a node that raised below it
+            tail.append(INDENT + self.tracking_switch(ViewTracking.KEPT))
         if segments:
             if profile:
                 tail.append(f"{INDENT}_t0 = {Hook.CLOCK}()")

@@ -78,6 +78,7 @@ from srbench.static.gathers import constant_index_gather, folded_view, gathered_
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.serving import Serving, find_serving
 from srbench.static.timing import device_barrier
+from srbench.static.view_tracking import ViewTracking, measured_tracking
 
 
 class Category(enum.Enum):
@@ -218,6 +219,9 @@ class Resolution:
     # which of the fallback's allocations become its results, where the slab can serve them
     # (:mod:`srbench.static.serving`); found only where the fallback may be chosen
     serving: Serving | None = None
+    # whether the out variant and the fallback each run below ADInplaceOrView (view_tracking.py)
+    out_tracking: ViewTracking = ViewTracking.KEPT
+    fallback_tracking: ViewTracking = ViewTracking.KEPT
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -740,16 +744,24 @@ class Resolver:
             reason = _failure_on_examples(op, reference) if not ok else "no out variant found, and no candidate matched"
             raise UnsupportedOpError(kind, node.name, reason)
         registered = [call for call, _ in outs if call.label.startswith(REGISTERED_LABEL)]
+        barrier = self._barrier(node)
         out_call: Call | None
         if registered:  # the user's choice is taken as is, not raced against the others
             out_call, out_seconds = registered[0], None
         else:
-            out_call, out_seconds = self._fastest(outs, self._barrier(node))
-        fallback, fallback_seconds = self._fastest([(call, ()) for call in fallbacks], self._barrier(node))
+            out_call, out_seconds = self._fastest(outs, barrier)
+        fallback, fallback_seconds = self._fastest([(call, ()) for call in fallbacks], barrier)
         if out_call is not None and fallback is not None and out_seconds and fallback_seconds:
             out_seconds, fallback_seconds = self._confirm_slower(
-                out_call, outs, fallback, (out_seconds, fallback_seconds), self._barrier(node)
+                out_call, outs, fallback, (out_seconds, fallback_seconds), barrier
             )
+        best_time = partial(_best_time, barrier=barrier)
+        out_tracking = fallback_tracking = ViewTracking.KEPT
+        if out_call is not None:
+            buffers = next(found for call, found in outs if call is out_call)
+            out_tracking = measured_tracking(op, partial(invoke, out_call, self.env, buffers), out_seconds, best_time)
+        if fallback is not None:
+            fallback_tracking = measured_tracking(op, partial(invoke, fallback, self.env), fallback_seconds, best_time)
         serving = None
         if (
             self.serve
@@ -769,6 +781,8 @@ class Resolver:
             fallback_seconds=fallback_seconds,
             fallback_allocates_as_planned=any(call is fallback for call in self.allocates_as_planned),
             serving=serving,
+            out_tracking=out_tracking,
+            fallback_tracking=fallback_tracking,
         )
 
     def _returns_its_input(self, node: torch.fx.Node, op: torch._ops.OpOverload, reference: Any) -> bool:

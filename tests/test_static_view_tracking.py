@@ -1,0 +1,236 @@
+"""Nodes run below ``ADInplaceOrView`` (issue 10, :mod:`srbench.static.view_tracking`): only
+functional ops, only where prepare-time timing finds it quicker, and with nothing a caller sees
+changed: outputs' values, ``_base``, ``_version`` and ``requires_grad``, their aliasing of inputs,
+parameters and each other, inputs' and buffers' version counters, and the caller's dispatch state
+after a run and after one that raised."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import srbench.static.resolve as resolve
+from srbench.static import StaticModule
+from srbench.static.view_tracking import (
+    MEASURED_BELOW,
+    ViewTracking,
+    excluded,
+    functional,
+    measured_tracking,
+)
+
+SWITCH_ON = "_tls_set_excluded(_ad_inplace_or_view, True)"
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class Mixed(nn.Module):
+    """Functional ops (an embedding bag, whose kernel makes inner views; a linear; a sigmoid), an
+    in-place write of a buffer and of an input, and outputs that view the input, a parameter and
+    an intermediate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.table = nn.EmbeddingBag(10, 4, mode="sum")
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        bag = self.table(ids, offsets)
+        hidden = self.linear(x).sigmoid()
+        self.count.add_(1)
+        x.mul_(2)
+        return hidden + bag, x.t(), hidden[0], self.linear.weight.t(), bag, hidden
+
+
+class Chain(nn.Module):
+    """Out variants whose first result is planned into the output's bytes (hosting)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def mixed_inputs() -> tuple[torch.Tensor, ...]:
+    return randn(3, 4), torch.tensor([1, 2, 3, 4, 5, 6]), torch.tensor([0, 2, 4])
+
+
+@pytest.fixture
+def decided(monkeypatch: pytest.MonkeyPatch) -> Callable[[ViewTracking], None]:
+    """``decided(tracking)``: every functional node is given ``tracking`` instead of a timing."""
+
+    def force(tracking: ViewTracking) -> None:
+        monkeypatch.setattr(
+            resolve,
+            "measured_tracking",
+            lambda op, run, seconds, best_time: tracking if functional(op) else ViewTracking.KEPT,
+        )
+
+    return force
+
+
+def observed(outputs: Any, named: dict[str, torch.Tensor]) -> list[tuple[Any, ...]]:
+    """What a caller sees of each output besides its values: shape, ``requires_grad``, version
+    counter, and which named tensor (or other output's storage) is its ``_base``."""
+    rows = []
+    tensors = [t for t in torch.utils._pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+    for tensor in tensors:
+        base = tensor._base
+        if base is None:
+            owner = None
+        else:
+            owner = next((name for name, value in named.items() if value is base), "another tensor")
+        storage = tensor.untyped_storage()._cdata
+        shares = [i for i, other in enumerate(tensors) if other.untyped_storage()._cdata == storage]
+        rows.append((tuple(tensor.shape), tensor.requires_grad, tensor._version, owner, tuple(shares)))
+    return rows
+
+
+def versions(tensors: Iterator[torch.Tensor]) -> list[int]:
+    return [tensor._version for tensor in tensors]
+
+
+@pytest.mark.parametrize("tracking", list(ViewTracking), ids=[t.value for t in ViewTracking])
+def test_a_run_below_view_tracking_changes_nothing_the_caller_sees(decided, tracking):
+    """The program with every functional node below ``ADInplaceOrView`` and the program with none
+    there both give what eager gives under ``no_grad``, run after run."""
+    decided(tracking)
+    torch.manual_seed(0)
+    model = Mixed().eval()
+    x, ids, offsets = mixed_inputs()
+    module = StaticModule(model, (x.clone(), ids, offsets))
+    source = module.prepared.program.function_source()
+    assert (SWITCH_ON in source) == (tracking is ViewTracking.SKIPPED)
+    runtime = module.runtime()
+    for _ in range(3):
+        mine, theirs = x.clone(), x.clone()
+        before = versions(iter((mine, theirs, model.count)))
+        got = runtime(mine, ids, offsets)
+        middle = versions(iter((mine, theirs, model.count)))
+        with torch.no_grad():
+            expected = model(theirs, ids, offsets)
+        after = versions(iter((mine, theirs, model.count)))
+        for answer, result in zip(expected, got):
+            torch.testing.assert_close(result, answer, rtol=0, atol=0)
+        named_got = {"input": mine, "weight": model.linear.weight}
+        named_expected = {"input": theirs, "weight": model.linear.weight}
+        assert observed(got, named_got) == observed(expected, named_expected)
+        assert middle[0] - before[0] == after[1] - middle[1] == 1  # the input written once, each way
+        assert middle[2] - before[2] == after[2] - middle[2] == 1  # the buffer likewise
+        assert not excluded()
+
+
+def test_outputs_written_by_out_variants_keep_eagers_version_counters(decided):
+    """Outputs that out variants write (a run buffer hosting intermediates) below
+    ``ADInplaceOrView``: eager's are fresh results, and so are these, at version 0."""
+    decided(ViewTracking.SKIPPED)
+    model = Chain().eval()
+    x = randn(1, 8)
+    module = StaticModule(model, (x,))
+    assert SWITCH_ON in module.prepared.program.function_source()
+    runtime = module.runtime()
+    for _ in range(2):
+        got = runtime(x)
+        with torch.no_grad():
+            expected = model(x)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+        assert observed(got, {"input": x}) == observed(expected, {"input": x})
+
+
+_FAIL = [False]
+_SEEN: list[bool] = []  # whether ADInplaceOrView was skipped when the op ran
+
+
+@torch.library.custom_op("srbench_test_views::many_views", mutates_args=())
+def many_views(x: torch.Tensor) -> torch.Tensor:
+    """A functional op whose kernel makes many views inside itself (as embedding_bag's does)."""
+    _SEEN.append(excluded())
+    if _FAIL[0]:
+        raise ValueError("many_views asked to fail")
+    return torch.stack(x.unbind(0)).sum(0)  # unbind's kernel makes one select (a view) per row
+
+
+@many_views.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(x.shape[1:])
+
+
+class ManyViews(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return many_views(x), x[0]
+
+
+def test_a_node_runs_below_view_tracking_where_timing_finds_it_quicker():
+    """Not forced: the op whose kernel makes 32 inner views measures quicker below
+    ``ADInplaceOrView`` and runs so; the MLP's out variants do not, and its program has no switch."""
+    model = ManyViews().eval()
+    x = randn(32, 4)
+    module = StaticModule(model, (x,))
+    assert SWITCH_ON in module.prepared.program.function_source()
+    _SEEN.clear()
+    total, row = module.runtime()(x)
+    assert _SEEN == [True]
+    torch.testing.assert_close(total, x.sum(0))
+    assert row._base is x
+    chain = StaticModule(Chain().eval(), (randn(1, 8),))
+    assert SWITCH_ON not in chain.prepared.program.function_source()
+
+
+def dispatch_state() -> tuple[bool, bool]:
+    """Whether this thread's dispatch includes and excludes ``ADInplaceOrView`` (inference mode
+    takes it out of the included keys, as its guard in the generated code puts it in the excluded)."""
+    key = torch._C.DispatchKey.ADInplaceOrView
+    return torch._C._dispatch_tls_is_dispatch_key_included(key), torch._C._dispatch_tls_is_dispatch_key_excluded(key)
+
+
+def test_the_callers_dispatch_state_comes_back_after_a_run_and_after_a_raise(decided):
+    """The caller's ``ADInplaceOrView`` state comes back after a run, under its inference mode as
+    outside it, and after an op below the key raised."""
+    decided(ViewTracking.SKIPPED)
+    x = randn(8, 4)
+    runtime = StaticModule(ManyViews().eval(), (x,)).runtime()
+    outside = dispatch_state()
+    assert outside == (True, False)
+    with torch.inference_mode():
+        inside = dispatch_state()
+        runtime(x.clone())
+        assert dispatch_state() == inside
+    assert dispatch_state() == outside
+    _FAIL[0] = True
+    try:
+        with pytest.raises(ValueError, match="many_views asked to fail"):
+            runtime(x)
+    finally:
+        _FAIL[0] = False
+    assert dispatch_state() == outside
+    _SEEN.clear()
+    _, row = runtime(x)  # usable again, the view still tracked
+    assert _SEEN == [True] and row._base is x
+
+
+def spin_unless_skipped() -> None:
+    if not excluded():
+        sum(range(5000))
+
+
+def test_the_decision_times_the_call_both_ways_and_only_functional_ops():
+    def best_time(run: Callable[[], Any]) -> float:
+        return resolve._best_time(run, lambda: None)
+
+    add = torch.ops.aten.add.Tensor
+    assert measured_tracking(add, spin_unless_skipped, 1e-6, best_time) is ViewTracking.SKIPPED
+    assert measured_tracking(add, lambda: None, 1e-6, best_time) is ViewTracking.KEPT  # the switch alone costs
+    assert measured_tracking(torch.ops.aten.add_.Tensor, spin_unless_skipped, 1e-6, best_time) is ViewTracking.KEPT
+    assert measured_tracking(torch.ops.aten.t.default, spin_unless_skipped, 1e-6, best_time) is ViewTracking.KEPT
+    assert measured_tracking(add, spin_unless_skipped, MEASURED_BELOW, best_time) is ViewTracking.KEPT
+    assert measured_tracking(add, spin_unless_skipped, None, best_time) is ViewTracking.KEPT
+    assert not excluded()
