@@ -157,6 +157,27 @@ def test_conversions_that_return_their_input_pass_it_on(options):
     assert got[0] is x and got[2] is x and got[3] is not ids
 
 
+class MemoryFormatAndAlias(nn.Module):
+    """``to`` asking for a memory format (the graph's ``to.dtype_layout``, whose ``layout`` the
+    ``Tensor.to`` binding does not take), one that copies a transposed view, and ``x[...]``
+    (``alias``, which has no binding)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x.to(memory_format=torch.contiguous_format), x[...], x.t().to(memory_format=torch.contiguous_format)
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=OPTION_IDS)
+def test_memory_format_conversions_and_alias_run_through_bindings(conformance, options):
+    """Called with a contiguous input, then a transposed one (another program): eager's values,
+    aliasing and strides either way, and no raw overload left."""
+    module = conformance(MemoryFormatAndAlias().eval(), (randn(3, 4),), (randn(4, 3).t(),), options)
+    calls = calls_of(module)
+    assert calls["alias"] == "Tensor.__getitem__", calls
+    layouts = [p.call.label for p in module.prepared.plans if p.node.target is torch.ops.aten.to.dtype_layout]
+    assert layouts == ["Tensor.to"] * 2, calls
+    assert not raw_overloads(module)
+
+
 def _autograd_excluded() -> bool:
     return torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.AutogradFunctionality)
 
