@@ -146,6 +146,41 @@ def test_outputs_written_by_out_variants_keep_eagers_version_counters(decided):
         assert observed(got, {"input": x}) == observed(expected, {"input": x})
 
 
+class Columns(nn.Module):
+    """Views of the input read only by functional ops (Wide & Deep's ids per feature), one view
+    also returned, and one also written in place."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        total = x[:, 0].sigmoid() + x[:, 1].sigmoid() + x[:, 2].sigmoid()
+        returned = x[:, 3]
+        written = x[:, 4].clone()
+        column = written[1:]
+        column.mul_(2)
+        return total + returned.sigmoid(), returned, written, column.sigmoid()
+
+
+def test_views_only_skipped_nodes_read_need_no_switch_of_their_own(decided):
+    """The three columns only sigmoids read run inside one run of skipped nodes; the returned
+    column and the view written in place keep the key, so the caller sees eager's ``_base`` and
+    version counters."""
+    decided(ViewTracking.SKIPPED)
+    model = Columns().eval()
+    x = randn(4, 5)
+    module = StaticModule(model, (x,))
+    source = module.prepared.program.function_source()
+    # the sigmoids of columns 0-2 and their adds, the clone, the sigmoids of columns 3 and 4 (with
+    # a switch around each column's view there would be five)
+    assert source.count(SWITCH_ON) == 3, source
+    runtime = module.runtime()
+    for _ in range(2):
+        got = runtime(x)
+        with torch.no_grad():
+            expected = model(x)
+        for answer, result in zip(expected, got):
+            torch.testing.assert_close(result, answer, rtol=0, atol=0)
+        assert observed(got, {"input": x}) == observed(expected, {"input": x})
+
+
 _FAIL = [False]
 _SEEN: list[bool] = []  # whether ADInplaceOrView was skipped when the op ran
 

@@ -822,14 +822,32 @@ class CodeWriter:
     def tracking_of(self, node: str | None) -> ViewTracking | None:
         """Whether a body entry (:meth:`node_bodies`, by node name) must run with ``ADInplaceOrView``
         or below it (:mod:`srbench.static.view_tracking`); ``None`` for an entry that dispatches
-        nothing, which runs either way (a ``getitem`` of a multi-result op's tuple). Entries of no
-        node (the write-back into mutated inputs: ``copy_`` must bump their version counters) keep it."""
+        nothing, which runs either way (a ``getitem`` of a multi-result op's tuple), or whose result
+        nobody can tell tracked from untracked (:meth:`read_only_below`). Entries of no node (the
+        write-back into mutated inputs: ``copy_`` must bump their version counters) keep it."""
         plan = self.plans.get(node) if node is not None else None
         if plan is None:
             return ViewTracking.KEPT
-        if plan.node.target is operator.getitem:
+        if plan.node.target is operator.getitem or self.read_only_below(plan):
             return None
         return plan.tracking
+
+    def read_only_below(self, plan: NodePlan) -> bool:
+        """Whether ``plan`` is a view (or a reshape that copies) that no output is and that only
+        nodes below ``ADInplaceOrView`` read: its ``_base`` and version counter are then read by
+        nobody, so it runs either way, and a run of skipped nodes needs no switch around it
+        (Wide & Deep's ``as_strided`` of the input before each ``embedding_bag``: one switch
+        instead of four)."""
+        node, target = plan.node, plan.node.target
+        if plan.how is not RunAs.NATIVE or plan.inplace_of is not None or not isinstance(target, torch._ops.OpOverload):
+            return False
+        schema = target._schema
+        if schema.is_mutable or not schema.returns or any(r.alias_info is None for r in schema.returns):
+            return False
+        readers = [self.plans.get(user.name) for user in node.users]
+        return bool(readers) and all(
+            reader is not None and reader.tracking is ViewTracking.SKIPPED for reader in readers
+        )
 
     def tracking_switch(self, tracking: ViewTracking) -> str:
         """The line switching this thread's dispatch to ``tracking``: below ``ADInplaceOrView``, or
