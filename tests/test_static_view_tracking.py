@@ -6,6 +6,7 @@ after a run and after one that raised."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -220,6 +221,16 @@ def test_a_node_runs_below_view_tracking_where_timing_finds_it_quicker():
     assert SWITCH_ON not in chain.prepared.program.function_source()
 
 
+@contextlib.contextmanager
+def failing() -> Iterator[None]:
+    """``many_views`` raises within."""
+    _FAIL[0] = True
+    try:
+        yield
+    finally:
+        _FAIL[0] = False
+
+
 def dispatch_state() -> tuple[bool, bool]:
     """Whether this thread's dispatch includes and excludes ``ADInplaceOrView`` (inference mode
     takes it out of the included keys, as its guard in the generated code puts it in the excluded)."""
@@ -240,12 +251,8 @@ def test_the_callers_dispatch_state_comes_back_after_a_run_and_after_a_raise(dec
         runtime(x.clone())
         assert dispatch_state() == inside
     assert dispatch_state() == outside
-    _FAIL[0] = True
-    try:
-        with pytest.raises(ValueError, match="many_views asked to fail"):
-            runtime(x)
-    finally:
-        _FAIL[0] = False
+    with failing(), pytest.raises(ValueError, match="many_views asked to fail"):
+        runtime(x)
     assert dispatch_state() == outside
     _SEEN.clear()
     _, row = runtime(x)  # usable again, the view still tracked
