@@ -245,6 +245,83 @@ def test_a_backjumping_search_finds_only_packings_and_proves_nothing():
     assert found >= 0.9 * tried, (found, tried)
 
 
+def _optimum_above(records: list[R], starts: list[int]) -> int:
+    """The optimum by brute force where each record may start no lower than its start: dropping
+    each onto the overlapping ones placed so far, or onto its start, in every order (as
+    skyline_optimum; sorting a packing by offset and dropping never raises it)."""
+    best = None
+    for order in itertools.permutations(range(len(records))):
+        placed: list[tuple[int, int]] = []
+        for index in order:
+            below = [o + records[p].size for p, o in placed if records[p].overlaps_in_time(records[index])]
+            placed.append((index, max([starts[index], *below])))
+        total = max(o + records[p].size for p, o in placed)
+        best = total if best is None else min(best, total)
+    return best
+
+
+def test_the_search_decides_like_brute_force_above_buffers_kept_below():
+    """A neighbourhood search starts each buffer no lower than the kept buffers below it
+    (``starts``, the tops of random ones here, equal for buffers of one lifetime as kept buffers
+    make them): the complete search decides every capacity as brute force does under the same
+    bounds, and what it finds keeps them."""
+    rng = random.Random(15)
+    for records, group, part in _random_partitions(rng, 30, 7, (1, 9)):
+        members = [records[index] for index in group]
+        kept = [R(f"k{i}", first, first + rng.randint(0, 3), rng.randint(1, 9)) for i, first in
+                enumerate(rng.randint(0, 5) for _ in range(3))]  # fmt: skip
+        heights = [rng.randint(0, 6) for _ in kept]
+        starts = [max([h + k.size for k, h in zip(kept, heights) if k.overlaps_in_time(r)], default=0) for r in members]
+        optimum = _optimum_above(members, starts)
+        for capacity in (optimum - 1, optimum):
+            for order in PREORDERINGS:
+                state = SearchState(part, capacity, order, starts=np.array(starts))
+                assert state.run(10**6) == (FOUND if capacity == optimum else EXHAUSTED), (members, starts)
+                if state.status == FOUND:
+                    offsets = state.offsets()
+                    assert (offsets >= starts).all() and (offsets + part.size <= capacity).all()
+                    placed = dict(zip((r.id for r in members), offsets.tolist()))
+                    validate_plan(members, MemoryPlan("above", placed, capacity), alignment=1)
+
+
+def test_the_deepest_partial_packing_is_one_the_search_passed():
+    """What a neighbourhood starts from: the offsets at the deepest node a search entered, each
+    placed buffer within the capacity and overlapping no other placed one."""
+    instance = hard_instance(17)
+    table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
+    group = next(g for g in time_groups(table[0], table[1]) if len(g) == 196)
+    part = build_partition(group, *table)
+    state = SearchState(part, instance.capacity, SWEEP_ORDERS[0], None, backjump=True)
+    state.run(20_000)
+    partial = state.deepest()
+    placed = np.flatnonzero(partial >= 0)
+    assert state.depth == placed.shape[0] > 40
+    assert (partial[placed] + part.size[placed] <= instance.capacity).all()
+    members = [instance.records[index] for index in group[placed]]
+    offsets = dict(zip((r.id for r in members), partial[placed].tolist()))
+    validate_plan(members, MemoryPlan("partial", offsets, instance.capacity))
+
+
+def test_a_neighbourhood_of_the_deepest_partial_packing_finds_a_valid_packing():
+    """Seed 1702's partition: after 300 steps of restarts (no packing yet) the neighbourhoods of
+    their deepest partial packing find one, the kept placements and the new ones together."""
+    instance = hard_instance(1702)
+    table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
+    group = max(time_groups(table[0], table[1]), key=len)
+    part = build_partition(group, *table)
+    restarts = exact._Restarts(part, instance.capacity, SWEEP_ORDERS, 1.0, True)
+    assert restarts.run(300) != FOUND and restarts.depth > 0
+    neighbourhoods = exact._Neighbourhoods(part, instance.capacity, restarts)
+    while neighbourhoods.steps < 200_000 and neighbourhoods.run(10_000) != FOUND:
+        pass
+    assert neighbourhoods.status == FOUND
+    offsets = neighbourhoods.offsets()
+    assert (offsets >= 0).all() and (offsets + part.size <= instance.capacity).all()
+    members = [instance.records[index] for index in group]
+    placed = dict(zip((r.id for r in members), offsets.tolist()))
+    validate_plan(members, MemoryPlan("neighbourhood", placed, instance.capacity))
+
+
 def test_backjumping_fits_a_generated_instance_chronological_restarts_do_not():
     """Seed 16's partition of 214 buffers did not fit within its capacity in 10 s before
     backjumping: restarted searches in the sweeping orders thrashed below a placement made early

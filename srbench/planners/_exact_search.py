@@ -395,6 +395,7 @@ class Progress(NamedTuple):
     rank: np.ndarray  # each buffer's position in the order of its piece (the static order at the root)
     rank_trail: np.ndarray
     placed_at: np.ndarray  # the depth each placed buffer was placed at
+    deepest: np.ndarray  # the offsets at the deepest node entered (-1: unplaced), a partial packing
     conflict: np.ndarray  # per depth, a bit set of the depths its failures were blamed on
     ctl: np.ndarray
 
@@ -409,8 +410,14 @@ class SearchState:
         heuristic: str,
         jitter: np.ndarray | None = None,
         backjump: bool = False,
+        starts: np.ndarray | None = None,
     ):
-        """``capacity`` in bytes; the search runs in the partition's units (Partition.tops)."""
+        """``capacity`` in bytes; the search runs in the partition's units (Partition.tops).
+        ``starts`` (units) is the lowest offset each buffer may take, where a packing of other
+        buffers is fixed below it (a neighbourhood of a partial packing, see
+        ``srbench.planners.exact._Neighbourhoods``); every check holds with it: a buffer's minimum
+        offset starts there and only rises, and each section's floor starts at the lowest start
+        among its buffers, below which nothing of it can go."""
         count, num_sections = partition.size.shape[0], partition.num_sections
         jitter = np.ones(count) if jitter is None else jitter
         top = partition.tops(capacity)
@@ -445,17 +452,27 @@ class SearchState:
         while level > 1:
             total[level // 2 : level] = np.maximum(total[level : 2 * level : 2], total[level + 1 : 2 * level : 2])
             level //= 2
+        starts = np.zeros(count, dtype=np.int64) if starts is None else starts.astype(np.int64)
+        floor = _row_reduce(np.minimum, starts[partition.member_idx], partition.member_ptr, _INFINITY_SIZE)
+        floor[floor == _INFINITY_SIZE] = 0
+        open_floor = np.zeros(1, np.int64)
+        if num_sections > SCAN_SECTIONS:
+            open_floor = np.full(2 * half, INFINITY, dtype=np.int64)
+            open_floor[half : half + num_sections] = np.where(partition.section_total > 0, floor, INFINITY)
+            level = half
+            while level > 1:
+                open_floor[level // 2 : level] = np.minimum(open_floor[level : 2 * level : 2],
+                                                            open_floor[level + 1 : 2 * level : 2])  # fmt: skip
+                level //= 2
         crossings = np.zeros(num_sections + 1, dtype=np.int64)
         np.add.at(crossings, partition.section_lo, 1)
         np.add.at(crossings, partition.section_hi - 1, -1)
         self.progress = Progress(
             offset=np.full(count, -1, dtype=np.int64),
-            min_offset=np.zeros(count, dtype=np.int64),
-            floor=np.zeros(num_sections, dtype=np.int64),
+            min_offset=starts.copy(),
+            floor=floor,
             total=total,
-            # Every floor starts at 0: a node of the min tree is 0 where some leaf below it holds
-            # unplaced bytes, which is where the max tree of those bytes is above 0.
-            open_floor=np.where(total > 0, 0, INFINITY) if num_sections > SCAN_SECTIONS else np.zeros(1, np.int64),
+            open_floor=open_floor,
             cuts=np.cumsum(crossings)[:num_sections],
             scratch=np.zeros(num_sections, dtype=np.int64),
             mark=np.zeros(num_sections, dtype=np.int64),
@@ -471,12 +488,14 @@ class SearchState:
             rank=partition.preorder_rank(heuristic, jitter),
             rank_trail=np.zeros((2, 4 * count + 64), dtype=np.int64),
             placed_at=np.zeros(count, dtype=np.int64),
+            deepest=np.full(count, -1, dtype=np.int64),
             conflict=np.zeros((count + 1, count // 64 + 1) if backjump else (1, 1), dtype=np.int64),  # conflict_entries
             ctl=np.zeros(_CTL_SLOTS, dtype=np.int64),
         )
         self.alignment = partition.alignment
         # The root's section inference: at an alignment, the aligned bound of each section.
-        overflowing = (partition.section_total > section_capacity).any() or (partition.size > top).any()
+        overflowing = (floor + partition.section_total > section_capacity).any()
+        overflowing = overflowing or (starts + partition.size > top).any()
         self.status = EXHAUSTED if overflowing else 0
 
     @property
@@ -487,6 +506,16 @@ class SearchState:
     @property
     def done(self) -> bool:
         return self.status in (FOUND, EXHAUSTED)
+
+    @property
+    def depth(self) -> int:
+        """How many buffers the deepest node entered so far had placed."""
+        return int(self.progress.ctl[_DEEPEST])
+
+    def deepest(self) -> np.ndarray:
+        """The offsets (units, -1 where unplaced) at the deepest node entered: a partial packing
+        that passed every check."""
+        return self.progress.deepest.copy()
 
     def run(self, budget: int) -> int:
         """Search for about ``budget`` more units of work; FOUND, EXHAUSTED or BUDGET_SPENT."""
@@ -522,8 +551,8 @@ _LEVEL_ROWS = 8
 _BASE, _FIRST_PIECE, _PIECES, _CURRENT, _PIECE_START = range(5)
 _FRAME_ROWS = 5
 # Slots of Progress.ctl.
-_DEPTH, _PHASE, _OFFSET_TOP, _SECTION_TOP, _WORK, _STAMP, _FRAMES, _RANK_TOP = range(8)
-_CTL_SLOTS = 8
+_DEPTH, _PHASE, _OFFSET_TOP, _SECTION_TOP, _WORK, _STAMP, _FRAMES, _RANK_TOP, _DEEPEST = range(9)
+_CTL_SLOTS = 9
 
 
 # The compiled helpers take the arrays they use, never the Problem and Progress tuples: numba
@@ -948,7 +977,7 @@ def _search(problem, state, budget):
     (size, section_lo, section_hi, neighbour_ptr, neighbour_idx, member_ptr, member_idx, by_start, start_ptr, width,
      letters, first_rank, jitter, lift, top, capacity, low_capacity, least_capacity, backjump) = problem  # fmt: skip
     (offset, min_offset, floor, total, open_floor, cuts, scratch, mark, level, frame, piece, offset_trail,
-     section_trail, rank, rank_trail, placed_at, conflict, ctl) = state  # fmt: skip
+     section_trail, rank, rank_trail, placed_at, deepest, conflict, ctl) = state  # fmt: skip
     count = size.shape[0]
     num_sections = floor.shape[0]
     depth = ctl[_DEPTH]
@@ -1118,6 +1147,9 @@ def _search(problem, state, budget):
         if failing == -1:
             placed_at[chosen] = depth
             depth += 1
+            if depth > ctl[_DEEPEST]:
+                ctl[_DEEPEST] = depth
+                deepest[:] = offset
             phase = _ENTER
         else:
             if backjump:

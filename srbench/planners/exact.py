@@ -86,6 +86,12 @@ JITTER = 0.3
 # half, the sweeping orders fit none more of ten in 10 s; split into a chronological stream and a
 # backjumping one (same orders and random factors), 39 of seeds 0-49 fit instead of 40.
 RESTART_FAMILIES = ((PREORDERINGS, 0.5, False), (SWEEP_ORDERS, len(PREORDERINGS) + 0.5, True))
+# Neighbourhoods of the deepest partial packing (see _Neighbourhoods), searched where the sweeping
+# orders backjump, with as much work as they get: the share of the time-window each frees (of
+# the partition's sections), and the work each neighbourhood gets before another is drawn.
+NEIGHBOURHOOD_SHARE = len(PREORDERINGS) + 0.5
+NEIGHBOURHOOD_WINDOW = 0.1
+NEIGHBOURHOOD_WORK = 10 * RESTART_WORK
 # Work (nodes entered plus placements tried) each capacity and order gets in the first round;
 # doubled every round. Tight capacities cost more per unit, loose ones find packings quickly.
 FIRST_ROUND_WORK = 4096
@@ -123,9 +129,18 @@ class _Restarts:
     records only. A backjumping search that runs out of alternatives (GAVE_UP) proves nothing
     and is restarted at once."""
 
-    def __init__(self, part: Partition, capacity: int, orders: tuple[str, ...], share: float, backjump: bool):
+    def __init__(
+        self,
+        part: Partition,
+        capacity: int,
+        orders: tuple[str, ...],
+        share: float,
+        backjump: bool,
+        starts: np.ndarray | None = None,
+    ):
         self.part, self.capacity, self.orders = part, capacity, orders
         self.backjump = backjump
+        self.starts = starts  # lowest offsets (units) where a packing of other buffers lies below
         self.share = share  # work per unit given to one static order
         family = [ord(letter) for letter in "".join(orders)]
         self.rng = np.random.default_rng([capacity, part.size.shape[0], int(part.size.sum()), *family])
@@ -133,12 +148,14 @@ class _Restarts:
         self.state = self._next()
         self.left = RESTART_WORK
         self.steps = 0
-        self.status = 0
+        self.status = self.state.status
+        self.depth = 0  # the deepest node any restart entered, and its partial packing (units)
+        self.partial = np.full(part.size.shape[0], -1, dtype=np.int64)
 
     def _next(self) -> SearchState:
         order = self.orders[self.restarts % len(self.orders)]
         jitter = self.rng.uniform(1 - JITTER, 1 + JITTER, size=int(self.part.size.shape[0]))
-        return SearchState(self.part, self.capacity, order, jitter, self.backjump)
+        return SearchState(self.part, self.capacity, order, jitter, self.backjump, self.starts)
 
     @property
     def done(self) -> bool:
@@ -150,6 +167,8 @@ class _Restarts:
         spent = self.state.steps - before
         self.steps += spent
         self.left -= spent
+        if self.state.depth > self.depth:
+            self.depth, self.partial = self.state.depth, self.state.deepest()
         if not self.done and (self.left <= 0 or self.status == GAVE_UP):
             self.restarts += 1
             self.state = self._next()
@@ -158,6 +177,95 @@ class _Restarts:
 
     def offsets(self) -> np.ndarray:
         return self.state.offsets()
+
+
+class _Neighbourhoods:
+    """Large neighbourhood search (Shaw, "Using constraint programming and local search methods
+    to solve vehicle routing problems", CP 1998) from the deepest partial packing the restarted
+    sweeping searches (``source``) have reached: a random window of time, a tenth of the
+    partition's sections, is freed with every buffer placed on a freed one, the rest of that
+    partial packing is kept where it is, and the buffers left (those freed and those never placed)
+    are searched with restarts of the sweeping orders, each no lower than the kept buffers below it
+    (``SearchState``'s ``starts``), for NEIGHBOURHOOD_WORK steps; then another window is drawn.
+    The restarts from scratch go wrong low and find out high; here most of the low part is kept
+    and the search near the failure starts over. A packing found is the kept placements and the
+    neighbourhood's together: no buffer overlaps a kept one below it, so it is valid (the driver's
+    plan is checked as every plan is); a neighbourhood proves nothing."""
+
+    def __init__(self, part: Partition, capacity: int, source: _Restarts):
+        self.part, self.capacity, self.source = part, capacity, source
+        self.share = NEIGHBOURHOOD_SHARE
+        self.rng = np.random.default_rng([capacity, part.size.shape[0], int(part.size.sum()), 0x4C4E53])
+        self.searches: list[tuple[np.ndarray, _Restarts]] = []  # (its buffers, its search) per piece left
+        self.kept = np.full(part.size.shape[0], -1, dtype=np.int64)
+        self.found = np.full(part.size.shape[0], -1, dtype=np.int64)
+        self.left = 0
+        self.steps = 0
+        self.status = 0
+
+    @property
+    def done(self) -> bool:
+        return self.status == FOUND
+
+    def _draw(self) -> None:
+        """Free a window of the deepest partial packing and set up the searches of what is left."""
+        part, partial = self.part, self.source.partial
+        width = max(1, int(part.num_sections * NEIGHBOURHOOD_WINDOW))
+        lo = int(self.rng.integers(0, part.num_sections - width + 1))
+        placed = partial >= 0
+        freed = placed & (part.section_lo < lo + width) & (part.section_hi > lo)
+        tops = partial + part.size
+        grown = freed
+        while grown.any():  # what sits on a freed buffer would float: it is freed too
+            above = np.zeros_like(freed)
+            for buffer in np.flatnonzero(grown):
+                together = (part.section_lo < part.section_hi[buffer]) & (part.section_hi > part.section_lo[buffer])
+                above |= together & (partial >= tops[buffer])
+            grown = above & placed & ~freed
+            freed |= grown
+        kept = placed & ~freed
+        self.kept = np.where(kept, partial, -1)
+        left = np.flatnonzero(~kept)
+        starts = np.zeros(left.shape[0], dtype=np.int64)
+        for index, buffer in enumerate(left):
+            below = kept & (part.section_lo < part.section_hi[buffer]) & (part.section_hi > part.section_lo[buffer])
+            starts[index] = tops[below].max(initial=0)
+        first, last = part.section_lo[left], part.section_hi[left] - 1
+        sizes = part.size_bytes[left]
+        self.searches = []
+        for group in time_groups(first, last):
+            piece = build_partition(group, first, last, sizes, part.alignment)
+            search = _Restarts(piece, self.capacity, SWEEP_ORDERS, self.share, True, starts[group])
+            self.searches.append((left[group], search))
+        self.found = self.kept.copy()
+        self.left = NEIGHBOURHOOD_WORK
+
+    def run(self, budget: int) -> int:
+        """Search the current neighbourhood for up to ``budget`` steps (none before the sweeping
+        searches have placed anything): FOUND once every piece of it fits."""
+        if self.done or self.source.depth == 0:
+            return self.status
+        if self.left <= 0 or not self.searches:
+            self._draw()
+        while self.searches and budget > 0 and self.left > 0:
+            buffers, search = self.searches[0]
+            before = search.steps
+            status = search.run(min(budget, self.left))
+            spent = max(search.steps - before, 1)
+            self.steps += spent
+            budget -= spent
+            self.left -= spent
+            if status == EXHAUSTED:  # no packing above what is kept: draw another window
+                self.left = 0
+            elif status == FOUND:
+                self.found[buffers] = search.state.progress.offset
+                self.searches.pop(0)
+        if not self.searches:
+            self.status = FOUND
+        return self.status
+
+    def offsets(self) -> np.ndarray:
+        return self.found * self.part.alignment
 
 
 def _luby(index: int) -> int:
@@ -208,7 +316,7 @@ class _Attempt:
     static order and one of restarted, randomised ones."""
 
     capacity: int
-    states: dict[int, list[SearchState | _Restarts]] = field(default_factory=dict)
+    states: dict[int, list[SearchState | _Restarts | _Neighbourhoods]] = field(default_factory=dict)
 
 
 class _Minimizer:
@@ -302,16 +410,19 @@ class _Minimizer:
                 # searches found packings it missed: minimising MiniMalloc's D (bound 0.94 of its
                 # capacity), backjumping everywhere ended at 1.065 of the capacity instead of 1.004.
                 tight = attempt.capacity in (self.target, self.floor) and conflict_entries(part) <= MAX_CONFLICT_ENTRIES
-                states: list[SearchState | _Restarts] = [
-                    *(SearchState(part, attempt.capacity, order) for order in PREORDERINGS),
-                    *(
-                        _Restarts(part, attempt.capacity, orders, share, backjump and tight)
-                        for orders, share, backjump in RESTART_FAMILIES
-                    ),
+                restarts = [
+                    _Restarts(part, attempt.capacity, orders, share, backjump and tight)
+                    for orders, share, backjump in RESTART_FAMILIES
                 ]
+                states: list[SearchState | _Restarts | _Neighbourhoods] = [
+                    *(SearchState(part, attempt.capacity, order) for order in PREORDERINGS),
+                    *restarts,
+                ]
+                if tight:  # from the deepest partial packing of the sweeping orders (the last family)
+                    states.append(_Neighbourhoods(part, attempt.capacity, restarts[-1]))
                 attempt.states[index] = states
             for state in attempt.states[index]:
-                status = self.run(state, int(budget * state.share) if isinstance(state, _Restarts) else budget)
+                status = self.run(state, budget if isinstance(state, SearchState) else int(budget * state.share))
                 if status == EXHAUSTED:
                     return EXHAUSTED
                 if status == FOUND:
@@ -326,7 +437,7 @@ class _Minimizer:
                 return None
         return FOUND
 
-    def run(self, state: SearchState | _Restarts, budget: int) -> int:
+    def run(self, state: SearchState | _Restarts | _Neighbourhoods, budget: int) -> int:
         """Run ``state`` for ``budget`` steps in slices short enough to keep the deadline."""
         status = state.status
         while budget > 0 and not state.done and not self.out_of_time():
@@ -337,7 +448,9 @@ class _Minimizer:
             # What was spent, not what was asked: a restarted search stops early at each restart,
             # and counting the whole slice there once gave the restarts a fraction of their share.
             spent = state.steps - before
-            budget -= max(spent, 1)
+            if spent == 0:
+                break  # a neighbourhood search with no partial packing to start from yet
+            budget -= spent
             self.steps += spent
             if elapsed > 0 and spent > 0:
                 self.slice_steps = int(min(max(spent * SLICE_SECONDS / elapsed, 64), 1 << 22))
