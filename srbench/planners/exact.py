@@ -8,7 +8,9 @@ bytes?", and prunes well only when C is tight, so this driver asks it at the low
 and steps up from there: capacities on a ladder between the best proven bound and the best plan
 so far, each searched with MiniMalloc's three static orders and with two families of randomised
 orders restarted on the Luby schedule (see :class:`_Restarts` and :data:`RESTART_FAMILIES`; at
-tight capacities one family backjumps, which finds packings sooner and proves nothing), all
+tight capacities one family backjumps, which finds packings sooner and proves nothing, and
+neighbourhoods of the deepest partial packing it reaches are searched again, see
+:class:`_Neighbourhoods`), all
 interleaved under one time limit, the proven bound getting as much work as the rest together. A
 complete search that finishes without a packing proves that no total up to its capacity exists; one that
 finds a packing lowers the best plan. At an alignment, only the totals a plan can have (a multiple
