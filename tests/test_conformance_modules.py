@@ -22,6 +22,14 @@ Exclusions are read from what happened, never from a list: a sample eager refuse
 one ``torch.export`` refuses (tried directly, on copies) is an expected failure with the
 classified reason. CI takes the first sample of each ModuleInfo that eager runs and torch.export
 captures; ``SRBENCH_MODULE_SWEEP=full`` runs every sample (README, "Module by module").
+
+The extended part runs what the OpInfo sweep's extended part runs of each op: the module lowered
+to core ATen (``decompose=True``), on two streams (``parallel_steps``, unmeasured), and from
+several threads at once over one prepared module (:class:`~srbench.static.RuntimePool`), each on
+the first sample of each ModuleInfo and mode that eager runs and torch.export captures. CI runs
+every ``CI_EVERY``-th case of each (a different offset per kind, round robin over the kinds);
+``SRBENCH_MODULE_SWEEP=full`` runs each kind on every ModuleInfo's first sample, and every further
+sample under one of the kinds in turn.
 """
 
 from __future__ import annotations
@@ -39,12 +47,17 @@ import torch
 from test_conformance_opinfo import (
     OPTION_VARIANTS,
     SAMPLES_TRIED,
+    SWEEP_OPTIONS,
     SampleCall,
+    Sweep,
     _eager_runs,
     _export_refusal,
     check_geometry,
     check_runs,
     eager_answers,
+    lowering_difference,
+    refusal_expected,
+    run_in_threads,
 )
 
 from srbench.inputs import Inputs
@@ -210,6 +223,16 @@ def module_call(case: ModuleCase) -> ModuleCall:
     pytest.skip(f"eager refuses the sample: {type(eager_refusal).__name__}: {eager_refusal}"[:200])
 
 
+def _stateful(call: ModuleCall) -> bool:
+    """Whether eager's calls write the module's parameters or buffers (BatchNorm's running
+    statistics in train mode), told from a build run through the protocol's calls."""
+    model = call.case.build(call.sample)
+    before = _state(model)
+    eager_answers(model, call.runs)
+    after = _state(model)
+    return any(not torch.equal(before[name], after[name]) for name in before)
+
+
 def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The module's parameters and buffers, copied, by name."""
     named = itertools.chain(model.named_parameters(), model.named_buffers())
@@ -279,6 +302,105 @@ def test_module_matches_eager(
     for options in (StaticOptions(), case.variant):
         by_geometry = run_module(call, options, output_aliasing)
     record_property("by_geometry", by_geometry)
+
+
+# The extended part: the module lowered to core ATen, on two streams, and from several threads.
+EXTENDED = (Sweep.DECOMPOSE, Sweep.STREAMS, Sweep.THREADS)
+CI_EVERY = 4
+
+
+@dataclass(frozen=True)
+class ExtendedCase:
+    """One ModuleInfo in one mode, what the extended part varies for it, and (in the full sweep)
+    which of its samples; ``sample=None``: the first that eager runs and torch.export captures."""
+
+    info: Any  # a ModuleInfo
+    mode: Mode
+    sweep: Sweep
+    sample: int | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{ModuleCase(self.info, self.mode, StaticOptions(), self.sample).id}-{self.sweep.value}"
+
+
+def _extended_cases(full: bool) -> list[ExtendedCase]:
+    """CI: every ``CI_EVERY``-th ModuleInfo and mode of each kind, on its first sample. Full: each
+    kind on every ModuleInfo's first sample, and every further sample under one kind, in turn
+    (as the sweep above turns its option sets)."""
+    firsts: list[list[ExtendedCase]] = [[] for _ in EXTENDED]
+    further: list[ExtendedCase] = []
+    for index, info in enumerate(module_db):
+        if torch.float32 not in info.supported_dtypes("cpu"):
+            continue
+        for mode in _modes(info):
+            for kind, sweep in enumerate(EXTENDED):
+                firsts[kind].append(ExtendedCase(info, mode, sweep, 0 if full else None))
+            count = len(ModuleCase(info, mode, StaticOptions()).samples(seed=0)) if full else 1
+            further += [ExtendedCase(info, mode, EXTENDED[(index + s) % len(EXTENDED)], s) for s in range(1, count)]
+    chosen = [
+        [case for index, case in enumerate(group) if full or index % CI_EVERY == offset % CI_EVERY]
+        for offset, group in enumerate(firsts)
+    ]
+    # round robin over the kinds: a run stopped early has met each alike
+    return [case for row in itertools.zip_longest(*chosen) for case in row if case is not None] + further
+
+
+EXTENDED_CASES = _extended_cases(FULL_SWEEP)
+
+
+def run_extended(case: ExtendedCase, aliasing: Callable[[Any, Inputs], Any]) -> None:
+    """The case's first sample under its sweep. Under ``decompose``, where srbench's answers
+    differ from eager's, torch's own lowered program is run beside them: where it differs from
+    eager too, srbench must answer as it does and the case is an expected failure with the
+    difference; otherwise the failure stands. srbench's own refusals at prepare time are expected
+    failures with srbench's reason. Threads run only modules whose calls leave their state as it
+    was: calls from several threads at once that each update BatchNorm's running statistics race
+    on them, in eager too, so no order of eager's calls is the answer."""
+    call = module_call(ModuleCase(case.info, case.mode, StaticOptions(), case.sample))
+    with refusal_expected():
+        if case.sweep is Sweep.THREADS:
+            if _stateful(call):
+                pytest.skip("each call writes the module's parameters or buffers: threads would race on them")
+            module = StaticModule(call.case.build(call.sample), call.sample.forward.clone(), name="module")
+            model = call.case.build(call.sample)
+            run_in_threads(module, model, call.runs, random_answers(call), aliasing, rtol=RTOL, atol=ATOL)
+            return
+        options = SWEEP_OPTIONS[case.sweep]
+        try:
+            run_module(call, options, aliasing)
+        except AssertionError:  # values (EquivalenceError), strides or state
+            if case.sweep is not Sweep.DECOMPOSE:
+                raise
+            difference = lowering_difference(
+                lambda: call.case.build(call.sample),
+                call.sample.forward,
+                call.runs,
+                options,
+                aliasing,
+                rtol=RTOL,
+                atol=ATOL,
+            )
+            if difference is None:
+                raise
+            pytest.xfail(f"torch's core-ATen lowering itself answers otherwise: {difference}")
+
+
+@pytest.mark.filterwarnings("ignore")  # deprecated arguments, lazy modules: eager's warnings, not srbench's
+@pytest.mark.parametrize("case", EXTENDED_CASES, ids=[case.id for case in EXTENDED_CASES])
+def test_module_extended_matches_eager(
+    case: ExtendedCase, one_thread: None, output_aliasing: Callable[[Any, Inputs], Any]
+) -> None:
+    run_extended(case, output_aliasing)
+
+
+def test_extended_part_covers_every_kind_and_mode_in_ci() -> None:
+    """CI's share of the extended part meets every kind in both modes, and is a quarter of the
+    full sweep's first samples."""
+    ci = _extended_cases(full=False)
+    firsts = [case for case in _extended_cases(full=True) if case.sample == 0]
+    assert {(case.sweep, case.mode) for case in ci} == {(case.sweep, case.mode) for case in firsts}
+    assert len(ci) * CI_EVERY <= len(firsts) + CI_EVERY * len(EXTENDED)
 
 
 def _dropout_inputs(module_info: Any, device: str, dtype: torch.dtype, requires_grad: bool, training: bool, **_: Any):

@@ -24,6 +24,7 @@ seed) are compared by geometry only, as srbench itself checks them
 from __future__ import annotations
 
 import contextlib
+import copy
 import enum
 import functools
 import itertools
@@ -481,28 +482,39 @@ def refusal_expected() -> Iterator[None]:
 
 
 def lowering_difference(
-    call: OpCall, options: StaticOptions, aliasing: Callable[[Any, Inputs], Any], *, rtol: float, atol: float
+    build: Callable[[], torch.nn.Module],
+    first: Inputs,
+    runs: list[tuple[str, Inputs]],
+    options: StaticOptions,
+    aliasing: Callable[[Any, Inputs], Any],
+    *,
+    rtol: float,
+    atol: float,
 ) -> str | None:
     """How torch's own program, lowered to core ATen as srbench lowers it and run by torch,
-    answers otherwise than eager on one of ``call``'s runs (values, or strides: a decomposition
+    answers otherwise than eager on one of ``runs`` (values, or strides: a decomposition
     computing in another order than eager's fused kernel, or writing a fresh contiguous result),
     or ``None`` where it answers as eager does (aliasing too: a functionalized program returns a
     copy where eager's ``dropout(training=False)`` returns its input). Where it does not, srbench
     under ``options`` must give its values on that run, and its or eager's strides and aliasing
-    (raises otherwise)."""
-    runtime = StaticModule(call.model, call.first.clone(), options, name="op").runtime()
-    for name, inputs in call.runs:
-        lowered = capture(call.model, inputs.clone(), decompose=True).exported.module()
-        (expected, eager_inputs), lowered_inputs = eager_answers(call.model, [(name, inputs)])[name], inputs.clone()
+    (raises otherwise). ``build`` gives the model (a fresh one per call, where it holds state):
+    srbench's, eager's and each run's lowered program (captured from a copy of eager's model as
+    the earlier runs left it) each run every call in order, so a module that updates its
+    statistics in train mode starts each run from the same state in all three."""
+    runtime, eager = StaticModule(build(), first.clone(), options, name="op").runtime(), build()
+    for name, inputs in runs:
+        lowered = capture(copy.deepcopy(eager), inputs.clone(), decompose=True).exported.module()
+        lowered_inputs, ours_inputs = inputs.clone(), inputs.clone()
         with torch.no_grad():
             got = lowered_inputs.call(lowered)
+        expected, eager_inputs = eager_answers(eager, [(name, inputs)])[name]
+        ours = ours_inputs.call(runtime)
         try:
             compare(got, expected, rtol=rtol, atol=atol, run=name)
             check_geometry(got, expected, name)
             assert aliasing(got, lowered_inputs) == aliasing(expected, eager_inputs), f"{name}: aliasing differs"
         except AssertionError as error:
-            ours_inputs, run = inputs.clone(), f"{name}: srbench beside torch's lowered program"
-            ours = ours_inputs.call(runtime)
+            run = f"{name}: srbench beside torch's lowered program"
             compare(ours, got, rtol=rtol, atol=atol, run=run)
             try:  # srbench lays its results out as eager does, where it can (README): either will do
                 check_geometry(ours, expected, run)
@@ -563,27 +575,40 @@ def scalar_call(call: OpCall) -> tuple[OneOp, list[tuple[str, Inputs]]]:
 
 
 def run_threads(call: OpCall, aliasing: Callable[[Any, Inputs], Any], *, rtol: float, atol: float) -> None:
+    """:func:`run_in_threads` on the OpInfo's module, prepared under the defaults."""
+    module = StaticModule(call.model, call.first.clone(), StaticOptions(), name="op")
+    run_in_threads(module, call.model, call.runs, unspecified_values(module, call.runs), aliasing, rtol=rtol, atol=atol)
+
+
+def run_in_threads(
+    module: StaticModule,
+    model: torch.nn.Module,
+    runs: list[tuple[str, Inputs]],
+    by_geometry: bool,
+    aliasing: Callable[[Any, Inputs], Any],
+    *,
+    rtol: float,
+    atol: float,
+) -> None:
     """One prepared module, a runtime per thread (:class:`RuntimePool`), THREADS threads running
-    the protocol's calls at once (each from another call on), twice over. Eager's answers are
-    made beforehand: an eager call beside a capture (a thread's runtime preparing another shape)
-    can be disturbed by it, as ``capture`` says (torch.export patches module attribute access
-    process-wide); srbench's own captures and prepare-time eager calls are serialised."""
-    options = StaticOptions()
-    module = StaticModule(call.model, call.first.clone(), options, name="op")
-    pool, by_geometry = RuntimePool(module), unspecified_values(module, call.runs)
-    answers = eager_answers(call.model, call.runs)
+    ``runs`` at once (each from another call on), twice over, beside ``model`` run by eager.
+    Eager's answers are made beforehand: an eager call beside a capture (a thread's runtime
+    preparing another shape) can be disturbed by it, as ``capture`` says (torch.export patches
+    module attribute access process-wide); srbench's own captures and prepare-time eager calls
+    are serialised."""
+    pool, options, answers = RuntimePool(module), module.options, eager_answers(model, runs)
     start, errors = threading.Barrier(THREADS), []
 
     def work(shift: int) -> None:
         try:
             start.wait(30)
-            runs = (call.runs[shift:] + call.runs[:shift]) * 2
+            shifted = (runs[shift:] + runs[:shift]) * 2
             runtime = pool.runtime()
-            check_runs(runtime, call.model, runs, options, aliasing, by_geometry, rtol=rtol, atol=atol, answers=answers)
+            check_runs(runtime, model, shifted, options, aliasing, by_geometry, rtol=rtol, atol=atol, answers=answers)
         except BaseException as error:  # reported by the test's thread
             errors.append(error)
 
-    workers = [threading.Thread(target=work, args=(shift % len(call.runs),)) for shift in range(THREADS)]
+    workers = [threading.Thread(target=work, args=(shift % len(runs),)) for shift in range(THREADS)]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -693,9 +718,10 @@ def test_opinfo_sweep_matches_eager(
             try:
                 run_protocol(call, options, output_aliasing, rtol=rtol, atol=atol)
             except AssertionError:  # values (EquivalenceError), or strides
-                if (
-                    difference := lowering_difference(call, options, output_aliasing, rtol=rtol, atol=atol)
-                ) is not None:
+                difference = lowering_difference(
+                    lambda: call.model, call.first, call.runs, options, output_aliasing, rtol=rtol, atol=atol
+                )
+                if difference is not None:
                     pytest.xfail(f"torch's core-ATen lowering itself answers otherwise: {difference}")
                 raise
         elif case.sweep in SWEEP_OPTIONS:
