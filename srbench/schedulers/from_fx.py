@@ -9,8 +9,13 @@ Dependencies are more than data edges. Nodes that do not run (views made once pe
 folded constants) are looked through to the ops that produce their inputs. Where ops share a
 storage, the graph's order is kept for every write: an in-place op follows every earlier read of
 the storage it writes (through any alias) and every later access follows it. Ops that draw
-random numbers keep their order among themselves (they share the generator), and opaque ops
-(not ATen operators) are taken to write every tensor they are given and to have effects.
+random numbers keep their order among themselves (they share the generator, so the order is which
+numbers each draws), and opaque ops (not ATen operators) are taken to write every tensor they are
+given and to have effects. Which ops draw is srbench's decision per node, made where the static
+runtime resolves the graph on example values (:attr:`~srbench.static.resolve.Resolution.draws`:
+an eval-mode ``dropout`` or ``lstm`` carries torch's ``nondeterministic_seeded`` tag and answers
+fixed values, so it is ordered by its data only); from the graph alone (no values run) every
+tagged op may draw.
 """
 
 from __future__ import annotations
@@ -37,10 +42,13 @@ def _written_arguments(node: torch.fx.Node) -> list[torch.fx.Node]:
     return written_arguments(node)
 
 
-def _has_effects(node: torch.fx.Node) -> bool:
+def _has_effects(node: torch.fx.Node, draws: Collection[str] | None) -> bool:
+    """Whether ``node`` keeps its order among the ops with effects: an op that draws random
+    numbers (``draws``, by name; ``None``: every op torch tags as possibly drawing), or an
+    opaque callable."""
     target = node.target
     if isinstance(target, torch._ops.OpOverload):
-        return torch.Tag.nondeterministic_seeded in target.tags
+        return node.name in draws if draws is not None else torch.Tag.nondeterministic_seeded in target.tags
     return target is not operator.getitem
 
 
@@ -52,10 +60,13 @@ def op_graph(
     measured: Mapping[str, float] | None = None,
     cost_model: CostModel = DEFAULT_COST_MODEL,
     estimate: Callable[[torch.fx.Node, CostModel], float] = estimate_seconds,
+    draws: Collection[str] | None = None,
 ) -> OpGraph:
     """The ops of ``graph`` that run (``runs``, default every ``call_function`` node), with
     dependencies as the module docstring says, and costs: ``measured`` seconds where given
-    (prepare-time timings), else estimated from shapes."""
+    (prepare-time timings), else estimated from shapes. ``draws``: the ops that draw random
+    numbers, as srbench decided them on example values; ``None`` where none were run (every op
+    torch tags ``nondeterministic_seeded`` may draw)."""
     produced_by: dict[str, frozenset[str]] = {}  # node -> the running ops its value comes from
     last_write: dict[str, str] = {}
     reads_since: dict[str, set[str]] = {}
@@ -78,7 +89,7 @@ def op_graph(
                 needs.add(last_write[storage])
         for storage in written:
             needs |= reads_since.pop(storage, set())
-        if _has_effects(node):
+        if _has_effects(node, draws):
             if last_effect is not None:
                 needs.add(last_effect)
             last_effect = name

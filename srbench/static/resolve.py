@@ -222,6 +222,11 @@ class Resolution:
     # whether the out variant and the fallback each run below ADInplaceOrView (view_tracking.py)
     out_tracking: ViewTracking = ViewTracking.KEPT
     fallback_tracking: ViewTracking = ViewTracking.KEPT
+    # the op's answers on the example inputs change with the random generators' seed (or could
+    # not be told): srbench's one decision of which ops draw, read by the checks of candidates
+    # and by the multistream scheduler, which keeps such ops in eager's order (they share the
+    # generator, so their order is which numbers each draws)
+    draws: bool = False
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -477,6 +482,8 @@ class Resolver:
         for index, node in enumerate(nodes):
             if node.op == "call_function":
                 resolution = self._resolve(node)
+                if self._draws(node):
+                    resolution = replace(resolution, draws=True)
                 if self._reads_only_constants(node) and resolution.category in (
                     Category.VIEW,
                     Category.GETITEM,
@@ -534,6 +541,20 @@ class Resolver:
             isinstance(target, torch._ops.OpOverload)
             and bool(target._schema.returns)
             and self._check(node, target) is ResultCheck.VALUES
+        )
+
+    def _draws(self, node: torch.fx.Node) -> bool:
+        """Whether ``node`` draws random numbers: an op torch tags ``nondeterministic_seeded``
+        whose answers on the example inputs change with the seed (:meth:`ResultCheck.of`, found
+        once per node; a mutating op's was found before its reference call wrote anything, a
+        functional op writes nothing). ``empty``-like ops are checked by geometry too, but draw
+        nothing."""
+        target = node.target
+        return (
+            isinstance(target, torch._ops.OpOverload)
+            and torch.Tag.nondeterministic_seeded in target.tags
+            and target._schema.name not in UNINITIALIZED
+            and self._check(node, target) is ResultCheck.GEOMETRY
         )
 
     def _check(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> ResultCheck:

@@ -2,7 +2,8 @@
 
 With ``StaticOptions(streams=N)`` (N > 1), the ops that run code each run are handed to the
 scheduler named by ``options.scheduler`` (:mod:`srbench.schedulers`), with their dependencies
-(data, in-place writes through aliases, effects) and their costs: the seconds each op took at
+(data, in-place writes through aliases, effects: the order of the ops the resolver found to
+draw random numbers, :attr:`~srbench.static.resolve.Resolution.draws`) and their costs: the seconds each op took at
 prepare time where the resolver timed it (out variants and fallbacks, on the CPU), estimates
 from FLOPs and bytes otherwise. The schedule is checked before any op runs. If the scheduler
 keeps everything on one stream, the program is the ordinary one-stream program. Otherwise the
@@ -83,6 +84,7 @@ def plan_streams(
         runs=set(ops),
         measured=measured_seconds(plans, resolutions) if threads else None,
         cost_model=with_measured_machine(DEFAULT_COST_MODEL, options.streams) if threads else CUDA_COST_MODEL,
+        draws={name for name, resolution in resolutions.items() if resolution.draws},
     )
     schedule = schedule_graph(graph_of_ops, options.scheduler, streams=options.streams)
     if schedule.num_streams == 1:
