@@ -28,6 +28,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
 from srbench.graph.eager_paths import eager_inference_paths
+from srbench.graph.generators import GENERATOR_REASON, generator_argument, lifted_generator
 from srbench.graph.module_snapshot import module_kept
 from srbench.graph.nodes import enables_grad, written_arguments
 from srbench.graph.state_names import lowered_with_own_names
@@ -87,16 +88,6 @@ def model_source_line(error: BaseException) -> str | None:
     return None
 
 
-# Why a graph that draws from a torch.Generator is refused: the numbers would not be eager's.
-_GENERATOR = (
-    "the model draws random numbers from a torch.Generator of its own; torch.export lifts a copy of "
-    "it into the graph, taken at capture time, so the program's numbers would follow that copy: not "
-    "the model's generator, which eager advances call by call, nor a generator made in forward, "
-    "which eager makes (and seeds) anew at every call. Draw from the global generator, or pass the "
-    "random values in as an input"
-)
-
-
 def _reason(error: BaseException) -> str:
     """Why ``torch.export`` stopped, in one line; a branch on a tensor's value says what to do."""
     if isinstance(error, GuardOnDataDependentSymNode):
@@ -106,7 +97,8 @@ def _reason(error: BaseException) -> str:
             f"torch.cond (loops: torch.while_loop), or decide outside the model ({error_summary(error)})"
         )
     if isinstance(error, NotImplementedError) and "Generator" in str(error):
-        return f"{_GENERATOR} ({error_summary(error)})"  # torch 2.11's export refuses it outright
+        # torch 2.11's export refuses a generator outright
+        return f"the model draws random numbers from a torch.Generator; {GENERATOR_REASON} ({error_summary(error)})"
     return error_summary(error)
 
 
@@ -347,6 +339,8 @@ def capture(
         inputs = Inputs.coerce(example_inputs)
     except TypeError as error:
         raise CaptureError(name, str(error)) from None
+    if (generator := generator_argument(inputs)) is not None:
+        raise CaptureError(name, generator)
     if (autocast := ambient_autocast()) is not None:
         raise CaptureError(name, ambient_autocast_reason(autocast))
     if not torch.is_inference_mode_enabled() and any(tensor.is_inference() for tensor in inputs.tensors()):
@@ -360,6 +354,8 @@ def capture(
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
             raise CaptureError(name, _reason(error), model_source_line(error)) from error
+        if (generator := lifted_generator(exported)) is not None:  # before lowering: the model's own op
+            raise CaptureError(name, generator)
         returns_state = _outputs_sharing_state(exported)
         lowered = decompose and not _kept_unlowered(exported)
         if lowered:
@@ -372,7 +368,5 @@ def capture(
                 exported = _without_effect_tokens(lowered_with_own_names(exported, _retraced))
             except Exception as error:
                 raise CaptureError(name, _lowering_reason(error, Lowering.FUNCTION_TRANSFORMS)) from error
-    if any(isinstance(value, torch.Generator) for value in exported.constants.values()):
-        raise CaptureError(name, _GENERATOR)
     return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs,
                          returns_state=returns_state, lowered=lowered)  # fmt: skip

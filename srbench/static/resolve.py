@@ -465,7 +465,7 @@ class Resolver:
         self.serve = serve
         self.env: dict[str, Any] = dict(values)
         self.constant_nodes = constant_nodes
-        self.constant_values: set[str] = set(constant_nodes)  # grows with views and folded ops
+        self.constant_values: set[str] = set(constant_nodes)  # grows with views and folded ops (_fixed)
         self.out_variants = out_variants
         self.resolutions: dict[str, Resolution] = {}
         self.checks: dict[str, ResultCheck] = {}  # by node, once found (a tagged op is drawn twice)
@@ -484,17 +484,9 @@ class Resolver:
                 resolution = self._resolve(node)
                 if self._draws(node):
                     resolution = replace(resolution, draws=True)
-                if self._reads_only_constants(node) and resolution.category in (
-                    Category.VIEW,
-                    Category.GETITEM,
-                    Category.COPYING_VIEW,
-                    Category.FUNCTIONAL,
-                ):
+                if self._reads_only_constants(node) and self._fixed(node, resolution):
                     self.constant_values.add(node.name)
-                    if resolution.category in (
-                        Category.COPYING_VIEW,
-                        Category.FUNCTIONAL,
-                    ) and self._is_function_of_inputs(node):
+                    if resolution.category in (Category.COPYING_VIEW, Category.FUNCTIONAL):
                         resolution = replace(
                             resolution, constant=self.env.get(node.name), foldable=node.name in self.env
                         )
@@ -524,6 +516,16 @@ class Resolver:
             read |= {name for call in calls if call is not None for name in read_nodes(call)}
             read |= {resolution.aliases} if resolution.aliases else set()
             read |= {base for _, base in resolution.element_aliases}
+
+    def _fixed(self, node: torch.fx.Node, resolution: Resolution) -> bool:
+        """Whether ``node``, reading only constants, is a constant too: a view or ``getitem`` of
+        them, or an op whose values follow from them. Not a random op (``torch.rand(3)`` reads no
+        tensor at all) nor an ``empty``-like one: an op reading such a result would be folded
+        to the numbers drawn at prepare time (``torch.rand(3) * 2`` gave the same numbers at
+        every call)."""
+        if resolution.category in (Category.VIEW, Category.GETITEM):
+            return True
+        return resolution.category in (Category.COPYING_VIEW, Category.FUNCTIONAL) and self._is_function_of_inputs(node)
 
     def _is_view(self, node: torch.fx.Node) -> bool:
         resolution = self.resolutions.get(node.name)
