@@ -311,17 +311,15 @@ CI_EVERY = 4
 
 @dataclass(frozen=True)
 class ExtendedCase:
-    """One ModuleInfo in one mode, what the extended part varies for it, and (in the full sweep)
-    which of its samples; ``sample=None``: the first that eager runs and torch.export captures."""
+    """One ModuleInfo in one mode and (in the full sweep) one of its samples (``module``, its
+    option set unused), and what the extended part varies for it."""
 
-    info: Any  # a ModuleInfo
-    mode: Mode
+    module: ModuleCase
     sweep: Sweep
-    sample: int | None = None
 
     @property
     def id(self) -> str:
-        return f"{ModuleCase(self.info, self.mode, StaticOptions(), self.sample).id}-{self.sweep.value}"
+        return f"{self.module.id}-{self.sweep.value}"
 
 
 def _extended_cases(full: bool) -> list[ExtendedCase]:
@@ -335,9 +333,12 @@ def _extended_cases(full: bool) -> list[ExtendedCase]:
             continue
         for mode in _modes(info):
             for kind, sweep in enumerate(EXTENDED):
-                firsts[kind].append(ExtendedCase(info, mode, sweep, 0 if full else None))
+                firsts[kind].append(ExtendedCase(ModuleCase(info, mode, StaticOptions(), 0 if full else None), sweep))
             count = len(ModuleCase(info, mode, StaticOptions()).samples(seed=0)) if full else 1
-            further += [ExtendedCase(info, mode, EXTENDED[(index + s) % len(EXTENDED)], s) for s in range(1, count)]
+            further += [
+                ExtendedCase(ModuleCase(info, mode, StaticOptions(), s), EXTENDED[(index + s) % len(EXTENDED)])
+                for s in range(1, count)
+            ]
     chosen = [
         [case for index, case in enumerate(group) if full or index % CI_EVERY == offset % CI_EVERY]
         for offset, group in enumerate(firsts)
@@ -357,7 +358,7 @@ def run_extended(case: ExtendedCase, aliasing: Callable[[Any, Inputs], Any]) -> 
     failures with srbench's reason. Threads run only modules whose calls leave their state as it
     was: calls from several threads at once that each update BatchNorm's running statistics race
     on them, in eager too, so no order of eager's calls is the answer."""
-    call = module_call(ModuleCase(case.info, case.mode, StaticOptions(), case.sample))
+    call = module_call(case.module)
     with refusal_expected():
         if case.sweep is Sweep.THREADS:
             if _stateful(call):
@@ -398,8 +399,8 @@ def test_extended_part_covers_every_kind_and_mode_in_ci() -> None:
     """CI's share of the extended part meets every kind in both modes, and is a quarter of the
     full sweep's first samples."""
     ci = _extended_cases(full=False)
-    firsts = [case for case in _extended_cases(full=True) if case.sample == 0]
-    assert {(case.sweep, case.mode) for case in ci} == {(case.sweep, case.mode) for case in firsts}
+    firsts = [case for case in _extended_cases(full=True) if case.module.sample == 0]
+    assert {(case.sweep, case.module.mode) for case in ci} == {(case.sweep, case.module.mode) for case in firsts}
     assert len(ci) * CI_EVERY <= len(firsts) + CI_EVERY * len(EXTENDED)
 
 
