@@ -12,6 +12,7 @@ prepare time).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from torch import nn
 
 from srbench.graph.capture import CaptureError
 from srbench.inputs import Inputs
-from srbench.static import StaticModule, StaticOptions
+from srbench.static import StaticModule, StaticOptions, UnsupportedOpError
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -125,3 +126,45 @@ def test_the_same_draws_from_the_global_generator_give_eager_numbers_call_after_
     torch.manual_seed(5)
     for call, want in enumerate(expected):
         torch.testing.assert_close(runtime(x), want, rtol=0, atol=0, msg=f"call {call}")
+
+
+@torch.library.custom_op("srbench_test_draws::untagged_noise", mutates_args=())
+def untagged_noise(x: torch.Tensor) -> torch.Tensor:
+    """Draws, but was defined without the ``nondeterministic_seeded`` tag."""
+    return x + torch.rand_like(x)
+
+
+@torch.library.custom_op("srbench_test_draws::tagged_noise", mutates_args=(), tags=(torch.Tag.nondeterministic_seeded,))
+def tagged_noise(x: torch.Tensor) -> torch.Tensor:
+    """The same draw, tagged."""
+    return x + torch.rand_like(x)
+
+
+for _op in (untagged_noise, tagged_noise):
+    _op.register_fake(torch.empty_like)
+
+
+class CustomNoise(nn.Module):
+    def __init__(self, op: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.op = op
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.op(x) * 2
+
+
+def test_a_custom_op_drawing_without_the_tag_is_refused_saying_so():
+    """No candidate call of an untagged drawing op matches its own result; the refusal says the
+    op answers otherwise on the same inputs and names the tag, which makes it run (below)."""
+    with pytest.raises(UnsupportedOpError, match=r"answers otherwise when called again.*nondeterministic_seeded"):
+        StaticModule(CustomNoise(untagged_noise), (torch.ones(3),))
+
+
+def test_a_tagged_custom_op_draws_eagers_numbers_call_after_call():
+    x = torch.ones(3)
+    runtime, model = StaticModule(CustomNoise(tagged_noise), (x,)).runtime(), CustomNoise(tagged_noise)
+    for seed in (3, 4):
+        torch.manual_seed(seed)
+        ours = runtime(x)
+        torch.manual_seed(seed)
+        torch.testing.assert_close(ours, model(x), rtol=0, atol=0)

@@ -600,6 +600,22 @@ class Resolver:
     def _reference(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> tuple[bool, Any]:
         return _try(lambda: op(*materialize(node.args, self.env), **materialize(dict(node.kwargs), self.env)))
 
+    def _no_match_reason(self, node: torch.fx.Node, op: torch._ops.OpOverload, reference: Any) -> str:
+        """Why no candidate call of ``op`` matched its own result on the example inputs: where the
+        op's own kernel answers otherwise when called again on the same inputs, it draws random
+        numbers (or reads memory it never wrote) without the tag that has srbench check it by
+        geometry (a ``torch.library`` op defined without it), and the reason says so."""
+        check = self._check(node, op).for_candidate(registered=False)
+        ok, again = self._reference(node, op)
+        if ok and not _same_values(again, reference, check):
+            return (
+                "its own kernel answers otherwise when called again on the same inputs, so no call of "
+                "it could be checked; an op that draws random numbers is run and checked as such only "
+                "where it carries the nondeterministic_seeded tag (a torch.library op: "
+                "tags=torch.Tag.nondeterministic_seeded where it is defined)"
+            )
+        return "no out variant found, and no candidate matched"
+
     def _opaque(self, node: torch.fx.Node) -> Resolution:
         target = node.target
         if not callable(target):
@@ -768,7 +784,7 @@ class Resolver:
             outs = [(call, buffers) for call, buffers in outs if call.label.startswith(REGISTERED_LABEL)]
         fallbacks = self._working_fallbacks(node, op, reference) if ok else []
         if not outs and not fallbacks:
-            reason = _failure_on_examples(op, reference) if not ok else "no out variant found, and no candidate matched"
+            reason = _failure_on_examples(op, reference) if not ok else self._no_match_reason(node, op, reference)
             raise UnsupportedOpError(kind, node.name, reason)
         registered = [call for call, _ in outs if call.label.startswith(REGISTERED_LABEL)]
         barrier = self._barrier(node)
