@@ -41,6 +41,11 @@ For each model, in one process, one model at a time, one intra-op thread:
     .venv/bin/python benchmarks/outside_models.py                       # every model, table on stdout
     .venv/bin/python benchmarks/outside_models.py --only gru,hf_llama --rounds 60
     .venv/bin/python benchmarks/outside_models.py --markdown --json results/outside.json
+    .venv/bin/python benchmarks/outside_models.py --order fresh --checks default,decompose --rounds 0
+
+With ``--order fresh`` (``benchmarks/outside_fresh.py``) srbench is prepared before any eager call,
+on an instance of its own per option set, and compared with a twin built alike that eager calls:
+what a model's first call does (a cache filled, a buffer registered) is then srbench's to see.
 
 Exit status 0 when every capturable model is equivalent under every option set, 1 otherwise.
 What the sweep found, and what still fails, is in the README ("Models from outside the zoo"); each
@@ -1960,7 +1965,8 @@ def _export_refusal(model: Any, inputs: Any) -> str | None:
 def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expected: Sequence[Any],
                       options: Any, plugin: bool) -> tuple[Check, Any]:  # fmt: skip
     """Prepare srbench on shape 0 under ``options`` and run the equivalence protocol; the runtime
-    is returned for timing."""
+    is returned for timing. ``expected`` holds eager's answers to shape 0 and shape 1, and may
+    hold a third, to shape 0 again (what run 3 must then give)."""
     from srbench.measure.equivalence import EquivalenceError, check_equivalence
     from srbench.runtimes import RuntimeOptions, get_runtime
     from srbench.static import StaticModule
@@ -1973,7 +1979,7 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
             runtime = StaticModule(model, calls[0], options, name=case.name).runtime()
         check_equivalence(
             runtime, calls[0], calls[1], expected[0], expected[1], rtol=case.rtol, atol=case.atol,
-            outputs_may_be_reused=options.manage_output_tensors,
+            outputs_may_be_reused=options.manage_output_tensors, expected_third=(expected[2:] or [None])[0],
         )  # fmt: skip
         wrong = _aliasing_at_each_shape(runtime, calls, expected) or _layout_check(runtime, calls, expected)
         if wrong is not None:
@@ -2104,6 +2110,21 @@ def _table(rows: Sequence[Row], markdown: bool) -> str:
     return "\n".join(out)
 
 
+class Order(enum.Enum):
+    """When srbench is prepared on a model, relative to eager's first call of it."""
+
+    EAGER_FIRST = "eager-first"  # eager's answers first, then srbench prepared on that instance (timed)
+    FRESH = "fresh"  # srbench prepared on an instance no one called (``benchmarks/outside_fresh.py``)
+
+
+def _sweep(case: OutsideModel, order: Order, checks: Sequence[str], rounds: int) -> Row:
+    if order is Order.FRESH:
+        from benchmarks.outside_fresh import sweep_fresh
+
+        return sweep_fresh(case, checks)
+    return sweep_one(case, rounds)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="comma-separated model names (default: every model)")
@@ -2111,6 +2132,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the README)")
     parser.add_argument("--json", metavar="FILE", help="also write every check and time as JSON")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
+    parser.add_argument("--order", type=Order, choices=list(Order), default=Order.EAGER_FIRST, metavar="ORDER",
+                        help="eager-first (the default) or fresh: prepare srbench before any eager call, on "
+                             "an instance of its own per option set, against a twin built alike (untimed)")  # fmt: skip
+    parser.add_argument("--checks", default=",".join([*OPTION_SETS, "plugin"]),
+                        help="with --order fresh: comma-separated option sets (and plugin) to check")  # fmt: skip
     options = parser.parse_args(argv)
 
     import torch
@@ -2122,6 +2148,10 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             print(f"{case.name:<28} {case.description}")
         return 0
+    unknown_checks = sorted(set(options.checks.split(",")) - {*OPTION_SETS, "plugin"})
+    if unknown_checks:
+        print(f"outside_models: unknown check {', '.join(unknown_checks)}", file=sys.stderr)
+        return 2
     if options.only:
         wanted = options.only.split(",")
         unknown = sorted(set(wanted) - {case.name for case in cases})
@@ -2133,7 +2163,7 @@ def main(argv: list[str] | None = None) -> int:
     with intra_op_threads(1):
         for case in cases:
             start = time.perf_counter()
-            row = sweep_one(case, options.rounds)
+            row = _sweep(case, options.order, options.checks.split(","), options.rounds)
             rows.append(row)
             took = time.perf_counter() - start
             print(f"{row.name}: {row.summary()} [{took:.0f} s]", file=sys.stderr, flush=True)
