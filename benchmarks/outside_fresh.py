@@ -15,17 +15,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.outside_models import (
-    OPTION_SETS,
+    CHECKS,
     Check,
     Outcome,
     OutsideModel,
     Row,
-    _check_option_set,
     _export_refusal,
+    check_named,
 )
 from srbench.formatting import error_summary
-
-PLUGIN = "plugin"  # the check through the ``srbench`` runtime plugin, beside the option sets
 
 
 def _build(case: OutsideModel) -> Any:
@@ -73,11 +71,10 @@ def _builds_alike(state: dict[str, Any], model: Any) -> str | None:
     return None
 
 
-def sweep_fresh(case: OutsideModel, checks: Sequence[str]) -> Row:
-    """Check ``case`` under each of ``checks`` (names of :data:`OPTION_SETS`, or :data:`PLUGIN`),
+def sweep_fresh(case: OutsideModel, checks: Sequence[str] = CHECKS) -> Row:
+    """Check ``case`` under each of ``checks`` (names of :data:`~benchmarks.outside_models.CHECKS`),
     each prepared on its own fresh instance, against a twin's eager answers."""
     from srbench.measure.equivalence import eager_answer
-    from srbench.options import StaticOptions
 
     row = Row(case.name, case.description)
     try:
@@ -98,8 +95,7 @@ def sweep_fresh(case: OutsideModel, checks: Sequence[str]) -> Row:
         if unlike is not None:
             row.checks[name] = Check(Outcome.ERROR, unlike)
             continue
-        options = StaticOptions(**OPTION_SETS.get(name, {}))
-        check, _ = _check_option_set(model, case, calls, expected, options, plugin=name == PLUGIN)
+        check, _ = check_named(model, case, calls, expected, name)
         if check.outcome is Outcome.ERROR:
             check = _unless_fresh_export_refuses(case, calls[0], check)
         row.checks[name] = check

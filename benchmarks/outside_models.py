@@ -1949,6 +1949,7 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
     "streams2": {"streams": 2},  # several streams (CPU threads), kept where they measure faster
     "streams4": {"streams": 4},
 }
+CHECKS = (*OPTION_SETS, "plugin")  # every check: the option sets, then the runtime plugin
 
 
 def _export_refusal(model: Any, inputs: Any) -> str | None:
@@ -1989,6 +1990,15 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
     except Exception as error:  # the sweep reports every failure and goes on
         return Check(Outcome.ERROR, error_summary(error)[:200]), None
     return Check(Outcome.EQUIVALENT), runtime
+
+
+def check_named(model: Any, case: OutsideModel, calls: Sequence[Any], expected: Sequence[Any],
+                name: str) -> tuple[Check, Any]:  # fmt: skip
+    """:func:`_check_option_set` under the check named ``name`` (one of :data:`CHECKS`)."""
+    from srbench.options import StaticOptions
+
+    options = StaticOptions(**OPTION_SETS.get(name, {}))
+    return _check_option_set(model, case, calls, expected, options, plugin=name == "plugin")
 
 
 def _aliasing_check(runtime: Callable[..., Any], call: Any, expected: Any) -> Check | None:
@@ -2049,12 +2059,12 @@ def _median_us(calls: dict[str, Callable[[], Any]], rounds: int, per_sample: int
     return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
 
 
-def sweep_one(case: OutsideModel, rounds: int) -> Row:
-    """Build one model, check it under every option set (and through the runtime plugin) and time it."""
+def sweep_one(case: OutsideModel, rounds: int, checks: Sequence[str] = CHECKS) -> Row:
+    """Build one model, check it under each of ``checks`` (the option sets' names, and ``plugin``
+    for the runtime plugin) and time it (the defaults' runtime, where the defaults are checked)."""
     import torch
 
     from srbench.measure.equivalence import eager_answer
-    from srbench.options import StaticOptions
 
     row = Row(case.name, case.description)
     try:
@@ -2070,12 +2080,11 @@ def sweep_one(case: OutsideModel, rounds: int) -> Row:
         row.checks["export"] = Check(Outcome.NOT_CAPTURABLE, refusal)
         return row
     timed = None
-    for name, changes in OPTION_SETS.items():
-        check, runtime = _check_option_set(model, case, calls, expected, StaticOptions(**changes), plugin=False)
+    for name in checks:
+        check, runtime = check_named(model, case, calls, expected, name)
         row.checks[name] = check
         if name == "default":
             timed = runtime
-    row.checks["plugin"], _ = _check_option_set(model, case, calls, expected, StaticOptions(), plugin=True)
     if timed is None or rounds <= 0:
         return row
     eager_call = calls[0].clone()
@@ -2092,7 +2101,7 @@ def sweep_one(case: OutsideModel, rounds: int) -> Row:
 
 
 def _table(rows: Sequence[Row], markdown: bool) -> str:
-    header = ("model", f"result ({', '.join([*OPTION_SETS, 'plugin'])})", "eager us",
+    header = ("model", f"result ({', '.join(CHECKS)})", "eager us",
               "srbench us", "srbench/eager")  # fmt: skip
     lines = []
     for row in rows:
@@ -2122,7 +2131,7 @@ def _sweep(case: OutsideModel, order: Order, checks: Sequence[str], rounds: int)
         from benchmarks.outside_fresh import sweep_fresh
 
         return sweep_fresh(case, checks)
-    return sweep_one(case, rounds)
+    return sweep_one(case, rounds, checks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -2135,8 +2144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--order", type=Order, choices=list(Order), default=Order.EAGER_FIRST, metavar="ORDER",
                         help="eager-first (the default) or fresh: prepare srbench before any eager call, on "
                              "an instance of its own per option set, against a twin built alike (untimed)")  # fmt: skip
-    parser.add_argument("--checks", default=",".join([*OPTION_SETS, "plugin"]),
-                        help="with --order fresh: comma-separated option sets (and plugin) to check")  # fmt: skip
+    parser.add_argument("--checks", default=",".join(CHECKS),
+                        help="comma-separated option sets (and plugin) to check (default: all)")  # fmt: skip
     options = parser.parse_args(argv)
 
     import torch
@@ -2148,7 +2157,7 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             print(f"{case.name:<28} {case.description}")
         return 0
-    unknown_checks = sorted(set(options.checks.split(",")) - {*OPTION_SETS, "plugin"})
+    unknown_checks = sorted(set(options.checks.split(",")) - set(CHECKS))
     if unknown_checks:
         print(f"outside_models: unknown check {', '.join(unknown_checks)}", file=sys.stderr)
         return 2
