@@ -6,41 +6,119 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 import torch
+from test_static_outside_round6 import randn  # the sixth round's protocol
 from torch import nn
 
 from benchmarks.outside_fresh import sweep_fresh
 from benchmarks.outside_models import Outcome, OutsideModel, sweep_one
+from srbench.graph.capture import CaptureError
 from srbench.inputs import Inputs
+from srbench.options import StaticOptions
+from srbench.static import StaticModule
 
 
 def _randn(shape: int) -> Inputs:
     return Inputs((torch.randn(1 + 2 * shape, 4, generator=torch.Generator().manual_seed(shape)),), {})
 
 
-class BiasRegisteredInForward(nn.Module):
-    """x-transformers' ALiBi: a ``None`` buffer that the first call registers (a cache made from
-    the shapes), read by every later call."""
+class InitialisedFromData(nn.Module):
+    """normflows' ActNorm pattern: a ``None`` buffer the first call fills from its input's
+    values, which every later call reads (an initialisation from the data, not a cache)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.scale is None:
+            self.register_buffer("scale", 1 / x.abs().mean())
+        return x * self.scale
+
+
+def test_the_fresh_order_prepares_before_any_eager_call():
+    """The sweep's own order calls eager first, which fills the buffer, and srbench accepts the
+    model; the fresh order hands srbench a model no one called, whose first call srbench refuses
+    to fix into the program (a later call on other inputs reads the example's scale where a
+    first call on them makes its own)."""
+    case = OutsideModel("scale_from_data", "a buffer filled from the first call's data", InitialisedFromData, _randn)
+    assert not sweep_one(case, rounds=0, checks=["default"]).failed
+    fresh = sweep_fresh(case, ["default"])
+    assert fresh.checks["default"].outcome is Outcome.ERROR
+    assert "the model's buffer 'scale' (None before)" in fresh.checks["default"].detail
+
+
+class AlibiCache(nn.Module):
+    """x-transformers' ``AlibiPositionalBias``: a ``None`` buffer that a call registers as a bias
+    made from the length alone, registered again (larger) when a longer sequence comes, and
+    sliced by every shorter or equal one."""
 
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("bias", None, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.bias is None:
-            self.register_buffer("bias", torch.arange(4.0), persistent=False)
-        return x + self.bias
+        n = x.shape[-1]
+        if self.bias is None or self.bias.shape[-1] < n:
+            positions = torch.arange(n, dtype=x.dtype)
+            self.register_buffer("bias", -(positions[None, :] - positions[:, None]).abs(), persistent=False)
+        return (x[..., None, :] + self.bias[-n:, -n:]).softmax(-1)
 
 
-def test_the_fresh_order_prepares_before_any_eager_call():
-    """The sweep's own order calls eager first, which registers the buffer, and srbench accepts
-    the model; the fresh order hands srbench a model no one called, which its check for state a
-    first call sets refuses (the refusal x-transformers' ALiBi keeps, README)."""
-    case = OutsideModel("bias_in_forward", "a buffer registered at the first call", BiasRegisteredInForward, _randn)
-    assert not sweep_one(case, rounds=0).failed
-    fresh = sweep_fresh(case, ["default"])
-    assert fresh.checks["default"].outcome is Outcome.ERROR
-    assert "first call sets state" in fresh.checks["default"].detail
+@pytest.mark.parametrize("options", [StaticOptions(), StaticOptions(decompose=True)], ids=["defaults", "decompose"])
+def test_a_buffer_a_call_registers_as_a_cache_is_kept(options):
+    """Prepared before any eager call (``StaticModule(Build(), x)``), a model registering a cache
+    in forward (x-transformers' ALiBi, every model with ``alibi_pos_bias``) was refused ("the
+    model's first call sets state that its later calls read: ... buffer 'bias' (None before)"),
+    and, prepared after one, refused at a longer sequence ("assigns its buffer 'bias' a tensor of
+    another dtype, shape or device"). Where later calls on other inputs give what a first call
+    on them gives, and a second call leaves the buffer as the first made it, the buffer is a
+    cache: prepare keeps what that call registers, as eager's call would, and the program reads
+    it (lengths 3, 5, 3: made, made again larger, sliced)."""
+    model, twin = AlibiCache(), AlibiCache()
+    runtime = StaticModule(model, (randn(2, 3),), options).runtime()
+    for length, seed in ((3, 1), (5, 2), (3, 3)):
+        x = randn(2, length, seed=seed)
+        with torch.no_grad():
+            torch.testing.assert_close(runtime(x), twin(x), rtol=0, atol=0)
+
+
+def test_x_transformers_alibi_is_prepared_fresh():
+    """The same on x-transformers itself, prepared before any eager call, at two lengths."""
+    x_transformers = pytest.importorskip("x_transformers", reason="the x-transformers extra is not installed")
+
+    def build() -> nn.Module:
+        torch.manual_seed(0)
+        return x_transformers.Encoder(dim=16, depth=1, heads=2, alibi_pos_bias=True).eval()
+
+    model, twin = build(), build()
+    runtime = StaticModule(model, (randn(1, 4, 16),), StaticOptions()).runtime()
+    for length, seed in ((4, 1), (7, 2), (4, 3)):
+        x = randn(1, length, 16, seed=seed)
+        with torch.no_grad():
+            torch.testing.assert_close(runtime(x), twin(x))
+
+
+class GrowingHistory(nn.Module):
+    """A buffer registered anew, one row longer, at every call: state carried, not a cache."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(0, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.register_buffer("seen", torch.cat([self.seen, x[:1]]))
+        return x * 2
+
+
+def test_a_buffer_made_again_at_every_call_is_still_refused():
+    """A buffer that a second call makes again is state carried from call to call (its shape
+    moves at every call), which no program holds: refused, and the model left as it was."""
+    model = GrowingHistory()
+    with pytest.raises(CaptureError, match=r"buffer 'seen' a tensor of another dtype, shape or device"):
+        StaticModule(model, (randn(2, 3),), StaticOptions())
+    assert model.seen.shape == (0, 3)
 
 
 def test_a_builder_not_deterministic_under_its_seed_is_said():

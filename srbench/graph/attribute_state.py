@@ -28,9 +28,16 @@ on, silently. Where a first call sets an attribute, a call after it is compared 
 call, both on other inputs (floats scaled, other tensors reversed) and the registered tensors as
 the first call left them (a buffer written at every call is state the program carries, and a
 cache written into a buffer is read as filled where an attribute says so): other answers refuse
-the model, naming what the first call set. A first call registering a parameter, buffer or
-layer is refused without comparing (export makes its tensors as fake ones). A flag or a cache of
-positions made from shapes gives the same answers and is accepted. A buffer assigned a tensor
+the model, naming what the first call set. A first call registering a parameter or layer is
+refused without comparing (export makes its tensors as fake ones). A flag or a cache of
+positions made from shapes gives the same answers and is accepted. A buffer a call registers,
+fills where it was ``None`` or registers again with another shape (x-transformers' ALiBi bias,
+made for the longest sequence seen) is compared with a first call that makes its own on the
+other inputs: where they agree, and a second call leaves the buffer as the first made it (no
+state carried from call to call), it is a cache, and prepare leaves the model with what its
+call on the example registered, as eager's call would (export then traces the path eager's
+later calls take, reading a real tensor); such a model was refused prepared fresh, and at any
+longer sequence than it had seen. A buffer assigned a tensor
 of another dtype, shape or device than it had (``self.ema = new.double()``) is refused too: the
 program writes each new value into the buffer it captured.
 
@@ -38,7 +45,7 @@ A model with no attribute changed by its first call costs one eager call, one th
 at its first call five; a model eager cannot run on the example inputs is not checked (no calls
 to compare). Everything the calls changed is put back (plain attributes, registrations,
 parameters and buffers written in place, the random generators), so the model is left as it
-was given.
+was given, but for a cache kept as above.
 """
 
 from __future__ import annotations
@@ -246,6 +253,29 @@ def _filled(
     return [key for key, entry in after.items() if entry is not None and before.get(key) is None]
 
 
+def _remade(
+    before: dict[tuple[str, str, str], _Entry], after: dict[tuple[str, str, str], _Entry]
+) -> list[tuple[str, str, str]]:
+    """The buffers a call registered anew with another dtype, shape or device (a cache made
+    again for a longer sequence: x-transformers' ALiBi bias)."""
+    return [
+        key for key, entry in after.items() if key[1] == "_buffers" and entry and before.get(key) not in (None, entry)
+    ]
+
+
+_ABSENT = object()  # an entry a call added: absent before it
+
+
+def _entries(model: torch.nn.Module) -> dict[tuple[str, str, str], Any]:
+    """Every registration table's entries by (module path, table, name), the objects themselves."""
+    return {
+        (path, table, key): value
+        for path, module in model.named_modules(remove_duplicate=False)
+        for table in MODULE_TABLES
+        for key, value in getattr(module, table).items()
+    }
+
+
 class _Refused(Exception):
     """A verdict reached within the eager calls, raised as a :class:`CaptureError` after them."""
 
@@ -296,14 +326,20 @@ def _same_outputs(first: Any, second: Any) -> bool:
     return True
 
 
-def _first_call_state(model: torch.nn.Module, inputs: Inputs, devices: list[int]) -> bool:
+def _first_call_state(
+    model: torch.nn.Module, inputs: Inputs, devices: list[int], made: dict[tuple[str, str, str], Any]
+) -> bool:
     """Whether the state ``model``'s first call sets (an attribute, a buffer registered or filled
     in forward) changes what its later calls give: a call after a first one, on other inputs,
     against a first call on those inputs, the registered tensors as the first call left them for
     both (the program carries its buffers from call to call as eager does: a buffer written at
     every call is not this, and a cache the first call writes into a buffer, with its length in
     an attribute, is read by the later call as the first call left it, not zeroed again while the
-    attribute says it is filled). ``False`` where eager cannot make the calls (no verdict)."""
+    attribute says it is filled). The buffers the first call registered (``made``: by entry,
+    what it was before) are the exception: the first call on the other inputs makes its own,
+    so a buffer the first call makes from its inputs (an initialisation from the data) shows,
+    and one made from the shapes (x-transformers' ALiBi bias) does not. ``False`` where
+    eager cannot make the calls (no verdict)."""
     other = _other_inputs(inputs)
     kept, tensors = ModuleSnapshot.of(model), _Tensors.of(model)
     try:
@@ -312,6 +348,7 @@ def _first_call_state(model: torch.nn.Module, inputs: Inputs, devices: list[int]
         later = _call(model, other, devices)
         kept.restore()
         written.put_back()  # the attributes as before the first call, the tensors as after it
+        _unmake(model, made)  # the buffers the first call registered: as before it
         first = _call(model, other, devices)
         return not _same_outputs(later, first)
     except Exception:  # eager cannot run the other inputs (a length given as a tensor, say)
@@ -319,6 +356,17 @@ def _first_call_state(model: torch.nn.Module, inputs: Inputs, devices: list[int]
     finally:
         tensors.put_back()
         kept.restore()
+
+
+def _unmake(model: torch.nn.Module, made: dict[tuple[str, str, str], Any]) -> None:
+    """The entries in ``made`` (by module path, table and name: what each was before the call
+    that registered it, ``None``, a tensor or :data:`_ABSENT`) as before that call."""
+    for (path, table, key), was in made.items():
+        entries = getattr(model.get_submodule(path), table)
+        if was is _ABSENT:
+            entries.pop(key, None)
+        else:
+            entries[key] = was
 
 
 def _unchanged(before: dict[tuple[str, str], Any], after: dict[tuple[str, str], Any]) -> bool:
@@ -342,9 +390,10 @@ def _first_call_reason(
         f"before, {_shown(first[(path, key)])} after)"
         for path, key in changed
     ]
+    was = {key: "another" if entry else "None" for key, entry in registered.items()}
     named += [
-        f"{_where(path)} {table[1:-1]} {key!r} ({'None' if key_ in registered else 'absent'} before)"
-        for key_ in sorted(_filled(registered, first_registered))
+        f"{_where(path)} {table[1:-1]} {key!r} ({was.get(key_, 'absent')} before)"
+        for key_ in sorted({*_filled(registered, first_registered), *_remade(registered, first_registered)})
         for path, table, key in [key_]
     ]
     return (
@@ -379,39 +428,66 @@ class EagerCall:
     changed: frozenset[str]
 
 
+def _told(
+    model: torch.nn.Module,
+    layouts: OutputLayouts,
+    buffers: dict[str, torch.Tensor],
+    tensors: _Tensors,
+    made: dict[tuple[str, str, str], Any],
+) -> EagerCall:
+    """What the first call tells: its outputs' layouts, and the buffers it assigned anew (by
+    their tensors before it, ``buffers``), less those it made as a cache (``made``, kept)."""
+    kept = {f"{path}.{key}" if path else key for path, _, key in made}
+    assigned = {
+        qualified: tensor
+        for qualified, tensor in model.named_buffers(remove_duplicate=False)
+        if buffers.get(qualified) is not None and tensor is not buffers[qualified] and qualified not in kept
+    }
+    changed = frozenset(name for name, new in assigned.items() if tensors.changed(buffers[name], new))
+    return EagerCall(layouts, frozenset(assigned), changed)
+
+
 def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> EagerCall | None:
     """Raise :class:`CaptureError` if ``model``'s eager calls on ``inputs`` carry state from call
     to call in a plain attribute, or if state its first call sets changes its later calls (see
     the module docstring), naming the module, the attribute and its values; leave ``model`` as it
-    was either way. Else what the first call tells (:class:`EagerCall`; no eager call more for
-    it); ``None`` where eager cannot run the model."""
+    was either way, but for the buffers a call makes as a cache (kept, as eager's call keeps
+    them). Else what the first call tells (:class:`EagerCall`; no eager call more for it);
+    ``None`` where eager cannot run the model."""
     devices = inputs.cuda_device_indices()
     before, registered = _state(model), _registered(model)
     kept, tensors = ModuleSnapshot.of(model), None
     try:
         tensors = _Tensors.of(model)  # callers refuse uninitialized lazy parameters first
         with torch.random.fork_rng(devices=devices), torch.no_grad():
-            buffers = dict(model.named_buffers(remove_duplicate=False))
+            buffers, entries = dict(model.named_buffers(remove_duplicate=False)), _entries(model)
             outputs = model(*(call := inputs.clone()).args, **call.kwargs)
             layouts = eager_layouts(outputs, (*call.tensors(), *model.parameters(), *model.buffers()))
-            first, first_registered = _state(model), _registered(model)
-            assigned = {
-                qualified: tensor
-                for qualified, tensor in model.named_buffers(remove_duplicate=False)
-                if buffers.get(qualified) is not None and tensor is not buffers[qualified]
+            first, first_registered, after_first = _state(model), _registered(model), _entries(model)
+            made = {
+                key: entries.get(key, _ABSENT)
+                for key in (*_filled(registered, first_registered), *_remade(registered, first_registered))
             }
-            checked = EagerCall(
-                layouts,
-                frozenset(assigned),
-                frozenset(name for name, new in assigned.items() if tensors.changed(buffers[name], new)),
-            )
+            if not (all(table == "_buffers" for _, table, _ in made) and _unchanged(before, first)):
+                made = {}  # a layer or parameter made, or an attribute set too: compared, not kept
             if _unchanged(before, first) and first_registered == registered:
-                return checked
-            retyped = _retyped(registered, first_registered)
+                return _told(model, layouts, buffers, tensors, made)
+            retyped = _retyped({key: entry for key, entry in registered.items() if key not in made}, first_registered)
             if retyped is not None:
                 raise _Refused(retyped)
-            model(*(call := inputs.clone()).args, **call.kwargs)
+            retyped = _retyped(registered, first_registered)  # a buffer made again: a cache if a second call keeps it
+            try:
+                model(*(call := inputs.clone()).args, **call.kwargs)
+            except Exception:
+                if retyped is not None:
+                    raise _Refused(retyped) from None
+                raise
             second = _state(model)
+            if any(_entries(model).get(key) is not after_first[key] for key in made):
+                made = {}  # made again by a second call: state carried from call to call, not a cache
+                if retyped is not None:
+                    raise _Refused(retyped)
+            checked = _told(model, layouts, buffers, tensors, made)
     except _Refused as refused:
         raise CaptureError(name, refused.reason) from None
     except Exception:  # eager cannot run it: no calls to compare, nothing to refuse
@@ -436,6 +512,28 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
                 "in place, or pass it in",
             )
     with torch.no_grad():
-        if _filled(registered, first_registered) or _first_call_state(model, inputs, devices):
+        unkept = _filled(registered, first_registered) and not made
+        if unkept or _first_call_state(model, inputs, devices, made):
             raise CaptureError(name, _first_call_reason(before, first, registered, first_registered))
+        if made:
+            _keep_as_made(model, inputs, devices, made)
     return checked
+
+
+def _keep_as_made(
+    model: torch.nn.Module, inputs: Inputs, devices: list[int], made: dict[tuple[str, str, str], Any]
+) -> None:
+    """Leave ``model`` with the buffers its call on ``inputs`` registers (``made``), and nothing
+    else of that call: a cache made at a first call (or made again at another shape), which
+    :func:`_first_call_state` found later calls read as a first call would make it. Eager's call
+    leaves them so too; torch.export, tracing forward as that call, would make them as fake
+    tensors (the program gave wrong numbers), and with them registered it traces the path
+    eager's later calls take."""
+    tensors = _Tensors.of(model)
+    try:
+        _call(model, inputs, devices)
+        now = {key: getattr(model.get_submodule(key[0]), key[1])[key[2]] for key in made}
+    finally:
+        tensors.put_back()  # the tensors and entries as they were (a buffer made again: the old one)
+    for (path, table, key), value in now.items():
+        getattr(model.get_submodule(path), table)[key] = value
