@@ -38,6 +38,7 @@ import copy
 import enum
 import itertools
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,7 @@ from test_conformance_opinfo import (
     OPTION_VARIANTS,
     SAMPLES_TRIED,
     SWEEP_OPTIONS,
+    THREADS,
     SampleCall,
     Sweep,
     _eager_runs,
@@ -62,7 +64,7 @@ from test_conformance_opinfo import (
 
 from srbench.inputs import Inputs
 from srbench.measure.equivalence import compare
-from srbench.static import StaticModule, StaticOptions
+from srbench.static import RuntimePool, StaticModule, StaticOptions
 from srbench.static.resolve import changes_with_seed
 
 common_modules = pytest.importorskip(
@@ -355,14 +357,16 @@ def run_extended(case: ExtendedCase, aliasing: Callable[[Any, Inputs], Any]) -> 
     differ from eager's, torch's own lowered program is run beside them: where it differs from
     eager too, srbench must answer as it does and the case is an expected failure with the
     difference; otherwise the failure stands. srbench's own refusals at prepare time are expected
-    failures with srbench's reason. Threads run only modules whose calls leave their state as it
-    was: calls from several threads at once that each update BatchNorm's running statistics race
-    on them, in eager too, so no order of eager's calls is the answer."""
+    failures with srbench's reason. Threads run at once only modules whose calls leave their state
+    as it was: calls from several threads at once that each update BatchNorm's running statistics
+    race on them, in eager too, so no order of eager's calls is the answer; those take turns
+    (:func:`run_in_turns`)."""
     call = module_call(case.module)
     with refusal_expected():
         if case.sweep is Sweep.THREADS:
             if _stateful(call):
-                pytest.skip("each call writes the module's parameters or buffers: threads would race on them")
+                run_in_turns(call, aliasing)
+                return
             module = StaticModule(call.case.build(call.sample), call.sample.forward.clone(), name="module")
             model = call.case.build(call.sample)
             run_in_threads(module, model, call.runs, random_answers(call), aliasing, rtol=RTOL, atol=ATOL)
@@ -385,6 +389,47 @@ def run_extended(case: ExtendedCase, aliasing: Callable[[Any, Inputs], Any]) -> 
             if difference is None:
                 raise
             pytest.xfail(f"torch's core-ATen lowering itself answers otherwise: {difference}")
+
+
+def run_in_turns(call: ModuleCall, aliasing: Callable[[Any, Inputs], Any]) -> None:
+    """A module whose calls write its state, from THREADS threads over one prepared module (a
+    runtime each, :class:`RuntimePool`), taking turns in a fixed order: each call must give what
+    eager's call gives in that place of the sequence, and the state must end as eager's, so every
+    thread's runtime reads the state the others' calls left (the module's own buffers, not a
+    runtime's copy)."""
+    eager_model, static_model = call.case.build(call.sample), call.case.build(call.sample)
+    sequence = [(f"{name} #{index}", inputs) for index, (name, inputs) in enumerate(call.runs * THREADS)]
+    answers = {}
+    for name, inputs in sequence:  # in order: each call updates the module's statistics
+        answers.update(eager_answers(eager_model, [(name, inputs)]))
+    module = StaticModule(static_model, call.sample.forward.clone(), name="module")
+    pool, turn, errors = RuntimePool(module), threading.Condition(), []
+    taken = [0]
+
+    def work(thread: int) -> None:
+        runtime = pool.runtime()
+        for index in range(thread, len(sequence), THREADS):
+            with turn:
+                turn.wait_for(lambda index=index: taken[0] == index or bool(errors), timeout=60)
+            try:
+                if not errors:
+                    check_runs(runtime, eager_model, [sequence[index]], module.options, aliasing, False,
+                               rtol=RTOL, atol=ATOL, answers=answers)  # fmt: skip
+            except BaseException as error:  # reported by the test's thread
+                errors.append(error)
+            with turn:
+                taken[0] += 1
+                turn.notify_all()
+
+    workers = [threading.Thread(target=work, args=(thread,)) for thread in range(THREADS)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if errors:
+        raise errors[0]
+    assert taken[0] == len(sequence), f"{taken[0]} of {len(sequence)} calls ran"
+    compare(_state(static_model), _state(eager_model), rtol=RTOL, atol=ATOL, run="after the turns: the module's state")
 
 
 @pytest.mark.filterwarnings("ignore")  # deprecated arguments, lazy modules: eager's warnings, not srbench's
