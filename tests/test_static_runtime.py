@@ -281,7 +281,10 @@ def test_views_of_managed_tensors_are_made_once_not_at_every_run():
     prepared = module.prepared
     assert {plan.node.name for plan in prepared.plans if plan.static} == {"view", "t"}
     forward = prepared.program.source.split("def forward_unchecked")[0]
-    assert "view" not in forward.replace("_s_view", "") and "_Tensor_t" not in forward
+    # the names of the view-tracking switch (view_tracking.py), which prepare-time timing may add
+    for name in ("_s_view", "_views_excluded", "_ad_inplace_or_view"):
+        forward = forward.replace(name, "")
+    assert "view" not in forward and "_Tensor_t" not in forward
 
 
 def test_profile_reports_every_node_and_serialises():
