@@ -23,6 +23,7 @@ seed) are compared by geometry only, as srbench itself checks them
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import enum
@@ -442,6 +443,18 @@ CI_EVERY = 40
 CI_SAMPLES = 20  # CI's every-sample cases run at most this many of an OpInfo's samples (some make 1,440)
 
 
+def sample_options(text: str) -> StaticOptions:
+    """The options the every-sample groups prepare each sample under: the defaults, or those named
+    by ``SRBENCH_OPINFO_SAMPLE_OPTIONS`` as ``name=value`` pairs (``decompose=True``,
+    ``manage_output_tensors=True,cleanup_activations=False``), so that a full run under other
+    options is the same test, not an edited copy of it."""
+    pairs = (item.split("=", 1) for item in text.split(",") if item.strip())
+    return StaticOptions(**{name.strip(): ast.literal_eval(value.strip()) for name, value in pairs})
+
+
+SAMPLE_OPTIONS = sample_options(os.environ.get("SRBENCH_OPINFO_SAMPLE_OPTIONS", ""))
+
+
 @dataclass(frozen=True)
 class SweepCase:
     """One OpInfo at one dtype, and what the extended sweep varies for it."""
@@ -647,24 +660,27 @@ class SampleResult:
 
 
 def sample_result(
-    op: Any, index: int, call: SampleCall, twin: SampleCall | None, aliasing: Callable[[Any, Inputs], Any]
+    op: Any,
+    index: int,
+    call: SampleCall,
+    twin: SampleCall | None,
+    aliasing: Callable[[Any, Inputs], Any],
+    options: StaticOptions,
 ) -> SampleResult:
-    """One sample through the protocol under the default options (the sample, fresh values of
-    its shapes, the sample again). Eager's refusal is no case; a failure is an expected one only
+    """One sample through the protocol under ``options`` (the sample, fresh values of its
+    shapes, the sample again). Eager's refusal is no case; a failure is an expected one only
     where ``torch.export`` itself refuses the sample (tried after srbench's failure, so never
-    mistaken for it), the sample is sparse, or srbench refuses it at prepare time with a reason."""
+    mistaken for it), the sample is sparse, srbench refuses it at prepare time with a reason, or,
+    under ``decompose``, torch's own lowered program answers otherwise than eager and srbench
+    gives its values (:func:`lowering_difference`, as the decomposed group judges)."""
     model, result = OneOp(op.op, call.spec, call.constants), functools.partial(SampleResult, index, call.shapes)
     if (refusal := _eager_runs(model, call.tensors)) is not None:
         return result(Outcome.EAGER_REFUSES, error_summary(refusal))
     fresh = twin if twin is not None and twin.same_call(call) and twin.shapes == call.shapes else call
+    protocol_call = OpCall(model, Inputs(call.tensors), Inputs(fresh.tensors), None)
+    rtol, atol = TOLERANCES[torch.float32]
     try:
-        run_protocol(
-            OpCall(model, Inputs(call.tensors), Inputs(fresh.tensors), None),
-            StaticOptions(),
-            aliasing,
-            rtol=TOLERANCES[torch.float32][0],
-            atol=TOLERANCES[torch.float32][1],
-        )
+        run_protocol(protocol_call, options, aliasing, rtol=rtol, atol=atol)
     except Exception as error:
         if isinstance(error, InputSignatureError) and any(t.layout != torch.strided for t in call.tensors):
             return result(Outcome.EXPECTED, "srbench takes strided inputs only: a sparse input")
@@ -672,6 +688,15 @@ def sample_result(
             return result(Outcome.EXPECTED, export_refusal)
         if isinstance(error, (UnsupportedOpError, CaptureError)):
             return result(Outcome.EXPECTED, f"srbench refuses: {error_summary(error)}")
+        if options.decompose and isinstance(error, AssertionError):
+            try:
+                difference = lowering_difference(
+                    lambda: model, protocol_call.first, protocol_call.runs, options, aliasing, rtol=rtol, atol=atol
+                )
+            except Exception as beside_lowering:  # srbench differs from torch's lowered program too
+                return result(Outcome.FAILED, error_summary(beside_lowering))
+            if difference is not None:
+                return result(Outcome.EXPECTED, f"torch's core-ATen lowering itself answers otherwise: {difference}")
         return result(Outcome.FAILED, error_summary(error))
     return result(Outcome.PASSED)
 
@@ -689,7 +714,9 @@ def run_every_sample(
         pytest.skip(f"OpInfo has no {case.dtype} sample on the CPU")
     step = 1 if FULL_SWEEP else -(-len(samples) // CI_SAMPLES)  # CI: a few, spread over the samples
     results = [
-        sample_result(case.op, index, samples[index], twins[index] if index < len(twins) else None, aliasing)
+        sample_result(
+            case.op, index, samples[index], twins[index] if index < len(twins) else None, aliasing, SAMPLE_OPTIONS
+        )
         for index in range(0, len(samples), step)
     ]
     by_outcome = {outcome: [r for r in results if r.outcome is outcome] for outcome in Outcome}
