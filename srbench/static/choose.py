@@ -24,7 +24,7 @@ from srbench.options import StaticOptions
 from srbench.static.calls import Call
 from srbench.static.resolve import Category, Resolution
 from srbench.static.serving import Serving
-from srbench.static.view_tracking import ViewTracking
+from srbench.static.view_tracking import ViewTracking, functional
 
 
 def _views_as_captured(node: torch.fx.Node) -> bool:
@@ -249,11 +249,33 @@ class Chooser:
         self.intermediates = {record.id: record.size for record in analysis.records}
         self.unmanageable = _metadata_mutated(self.graph, resolutions, analysis)
         # folded results must never change: not written in place, not handed to the caller
-        self.unfoldable = written_storages(self.graph, analysis) | {r.id for r in analysis.output_records}
+        self.output_ids = {r.id for r in analysis.output_records}
+        self.unfoldable = written_storages(self.graph, analysis) | self.output_ids
         self.fixed: set[str] = set(constant_nodes)  # nodes whose value object is the same at every run
         self.how: dict[str, RunAs] = {}
         output = next(node for node in self.graph.nodes if node.op == "output")
         self.output_nodes = {node.name for node in output.all_input_nodes}
+        self.arena = {r.id for r in analysis.output_records} if options.manage_output_tensors else set()
+
+    def _write_tracking(
+        self, node: torch.fx.Node, how: RunAs, storages: tuple[str | None, ...], measured: ViewTracking
+    ) -> ViewTracking:
+        """Whether a functional node's call runs below ``ADInplaceOrView``, where the caller sees
+        its writes in an output's version counter. Below the autograd keys alone, a kernel's own
+        writes into its result (``addmm`` fills a fresh result through an inner out call) and an
+        out variant's write are counted; eager's autograd kernel sends a functional op below the
+        key as well, so eager's result comes back at version 0. A node whose result is (or is
+        hosted in the bytes of) an output the run makes afresh therefore runs below the key, as
+        eager's does (such outputs came back at version 1). An out variant writing the arena of
+        ``manage_output_tensors`` rewrites the tensor the caller got from the previous run: it
+        keeps the key, so that tensor's version counter moves and autograd's saved-tensor check
+        refuses a backward over its old value (below the key a timing chose, it gave a wrong
+        gradient without a word). Elsewhere the timing's ``measured`` decides."""
+        if how is RunAs.OUT and any(s in self.arena for s in storages):
+            return ViewTracking.KEPT
+        if functional(node.target) and any(s in self.per_run or s in self.output_ids for s in storages):
+            return ViewTracking.SKIPPED
+        return measured
 
     def _can_manage(self, node: torch.fx.Node, storages: tuple[str | None, ...]) -> bool:
         meta = node.meta.get("val")
@@ -317,7 +339,8 @@ class Chooser:
             storage = self.analysis.storage_of[node.name]  # the input's, which dies here
             if storage not in self.per_run:  # the slab's tensor, as the input's: views of it made once
                 self.fixed.add(node.name)
-            return NodePlan(node, RunAs.OUT, kind, resolution.out, (storage,), tracking=resolution.out_tracking)
+            tracking = self._write_tracking(node, RunAs.OUT, (storage,), resolution.out_tracking)
+            return NodePlan(node, RunAs.OUT, kind, resolution.out, (storage,), tracking=tracking)
         if category is Category.FUNCTIONAL:
             storages = self.analysis.outputs_of.get(node.name, ())
             if (
@@ -336,7 +359,7 @@ class Chooser:
                     resolution.out,
                     storages,
                     allocating=allocating,
-                    tracking=resolution.out_tracking,
+                    tracking=self._write_tracking(node, RunAs.OUT, storages, resolution.out_tracking),
                 )
             if resolution.fallback is not None:
                 serving = self._serving(resolution, storages)
@@ -348,9 +371,10 @@ class Chooser:
                     resolution.fallback,
                     storages,
                     serving=serving,
-                    tracking=resolution.fallback_tracking,
+                    tracking=self._write_tracking(node, how, storages, resolution.fallback_tracking),
                 )
-            return NodePlan(node, RunAs.OUT_FRESH, kind, resolution.out, storages, tracking=resolution.out_tracking)
+            tracking = self._write_tracking(node, RunAs.OUT_FRESH, storages, resolution.out_tracking)
+            return NodePlan(node, RunAs.OUT_FRESH, kind, resolution.out, storages, tracking=tracking)
         if category is Category.GETITEM and self.how.get(getitem_parts(node)[0].name) is RunAs.OUT:
             self.fixed.add(node.name)  # one of a multi-output op's managed results
             return NodePlan(node, RunAs.NATIVE, kind, native)
