@@ -822,13 +822,14 @@ class CodeWriter:
     def tracking_of(self, node: str | None) -> ViewTracking | None:
         """Whether a body entry (:meth:`node_bodies`, by node name) must run with ``ADInplaceOrView``
         or below it (:mod:`srbench.static.view_tracking`); ``None`` for an entry that dispatches
-        nothing, which runs either way (a ``getitem`` of a multi-result op's tuple), or whose result
-        nobody can tell tracked from untracked (:meth:`read_only_below`). Entries of no node (the
+        nothing, which runs either way (a ``getitem`` of a multi-result op's tuple), whose result
+        nobody can tell tracked from untracked (:meth:`read_only_below`), or a functional op that
+        gains nothing either way (:attr:`ViewTracking.EITHER`). Entries of no node (the
         write-back into mutated inputs: ``copy_`` must bump their version counters) keep it."""
         plan = self.plans.get(node) if node is not None else None
         if plan is None:
             return ViewTracking.KEPT
-        if plan.node.target is operator.getitem or self.read_only_below(plan):
+        if plan.node.target is operator.getitem or plan.tracking is ViewTracking.EITHER or self.read_only_below(plan):
             return None
         return plan.tracking
 

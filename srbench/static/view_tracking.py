@@ -26,7 +26,10 @@ Switching the key costs two calls (about 0.15 µs, :data:`_EXCLUDE`), so a node 
 where that measurably pays: its call is timed at prepare time, on the example inputs, both ways
 (the switch included) in interleaved rounds, and the node is :attr:`ViewTracking.SKIPPED` only if
 the switched call's best time is :data:`MARGIN` lower. Most out variants gain nothing (``addmm``
-makes one inner ``expand``: 0.02 µs), so a program like the MLP's keeps every node as it was.
+makes one inner ``expand``: 0.02 µs); such a node is :attr:`ViewTracking.EITHER`: it runs in
+whichever state the nodes before it left, so it neither switches nor splits a run of skipped nodes
+(the MLP's middle layer, between the layers that make its output, which run below the key so that
+the output comes back at eager's version counter: :meth:`srbench.static.choose.Chooser._write_tracking`).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class ViewTracking(enum.Enum):
 
     KEPT = "kept"
     SKIPPED = "skipped"
+    EITHER = "either"  # functional, no gain measured: runs as the nodes before it left the key, no switch
 
 
 def functional(op: Any) -> bool:
@@ -98,9 +102,12 @@ def measured_tracking(
     """How a node of ``op`` whose call is ``run`` should run: :attr:`ViewTracking.SKIPPED` where
     ``op`` is :func:`functional`, the call took under :data:`MEASURED_BELOW` (``seconds``, as
     timed when it was chosen) and it measures at least :data:`MARGIN` quicker so, below the
-    autograd keys as a run is (``best_time``: the best time of a few calls of its argument)."""
-    if not functional(op) or seconds is None or seconds >= MEASURED_BELOW:
+    autograd keys as a run is (``best_time``: the best time of a few calls of its argument);
+    :attr:`ViewTracking.EITHER` for any other functional op, :attr:`ViewTracking.KEPT` for the rest."""
+    if not functional(op):
         return ViewTracking.KEPT
+    if seconds is None or seconds >= MEASURED_BELOW:
+        return ViewTracking.EITHER
     runs = timed_both_ways(run)
     best = [float("inf"), float("inf")]
     with torch._C._AutoDispatchBelowAutograd():
@@ -108,4 +115,4 @@ def measured_tracking(
             for index in (0, 1) if round_ % 2 == 0 else (1, 0):
                 best[index] = min(best[index], best_time(runs[index]))
     kept, skipped = best
-    return ViewTracking.SKIPPED if skipped <= (1 - MARGIN) * kept else ViewTracking.KEPT
+    return ViewTracking.SKIPPED if skipped <= (1 - MARGIN) * kept else ViewTracking.EITHER
