@@ -890,3 +890,27 @@ def test_the_search_walks_a_generated_instance_known_packing_given_its_order(see
     assert state.run(3 * buffers) == FOUND
     offsets = state.offsets()
     assert (offsets + part.size).max() <= instance.capacity
+
+
+@pytest.mark.parametrize(
+    ("seed", "buffers", "orders", "backjump", "steps"),
+    [(43, 128, ("SWA",), False, 10_604), (43, 128, ("WAT",), False, 2_113), (3, 127, SWEEP_ORDERS, True, 10_716)],
+)
+def test_a_search_takes_the_same_steps_to_a_packing(seed, buffers, orders, backjump, steps):
+    """The steps a search takes to its packing, pinned: a change meant to make a step cheaper
+    (the same decisions, fewer microseconds) must leave these counts as they are, and one that
+    changes the search's decisions shows here (then re-pin, saying why). A chronological search in
+    a static order, and the backjumping restarts of the sweeping orders (random factors seeded
+    from the partition), on parts of generated instances that fit within their capacity."""
+    instance = hard_instance(seed)
+    table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
+    part = next(build_partition(g, *table) for g in time_groups(table[0], table[1]) if len(g) == buffers)
+    if backjump:
+        search = exact._Restarts(part, instance.capacity, orders, 1.0, True)
+        while search.steps < 2 * steps and search.run(1_000) != FOUND:
+            pass
+    else:
+        search = SearchState(part, instance.capacity, orders[0])
+        search.run(2 * steps)
+    assert search.status == FOUND and search.steps == steps
+    assert (search.offsets() + part.size_bytes).max() <= instance.capacity
