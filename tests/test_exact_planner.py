@@ -322,6 +322,31 @@ def test_a_neighbourhood_of_the_deepest_partial_packing_finds_a_valid_packing():
     validate_plan(members, MemoryPlan("neighbourhood", placed, instance.capacity))
 
 
+def test_neighbourhoods_search_on_from_the_deepest_partial_packing_they_reached():
+    """Large neighbourhood search keeps what it improved: seed 1920's partition (315 buffers),
+    after 300 steps of restarts, the neighbourhoods place more buffers together with their kept
+    ones than the restarts did; that partial packing is valid, and the windows drawn after it are
+    drawn from it (what they keep sits where it placed them)."""
+    instance = hard_instance(1920)
+    table = [np.array([getattr(r, key) for r in instance.records]) for key in ("first", "last", "size")]
+    group = max(time_groups(table[0], table[1]), key=len)
+    part = build_partition(group, *table)
+    restarts = exact._Restarts(part, instance.capacity, SWEEP_ORDERS, 1.0, True)
+    restarts.run(300)
+    neighbourhoods = exact._Neighbourhoods(part, instance.capacity, restarts)
+    while neighbourhoods.steps < 200_000 and neighbourhoods.run(10_000) != FOUND:
+        pass
+    partial = neighbourhoods.partial
+    placed = np.flatnonzero(partial >= 0)
+    assert neighbourhoods.depth == placed.shape[0] > restarts.depth
+    assert (partial[placed] + part.size[placed] <= instance.capacity).all()
+    members = [instance.records[index] for index in group[placed]]
+    validate_plan(members, MemoryPlan("partial", dict(zip((r.id for r in members), partial[placed].tolist())),
+                                      instance.capacity))  # fmt: skip
+    kept = neighbourhoods.kept >= 0
+    assert kept.any() and (neighbourhoods.kept[kept] == partial[kept]).all()
+
+
 def test_backjumping_fits_a_generated_instance_chronological_restarts_do_not():
     """Seed 16's partition of 214 buffers did not fit within its capacity in 10 s before
     backjumping: restarted searches in the sweeping orders thrashed below a placement made early

@@ -184,8 +184,9 @@ class _Restarts:
 class _Neighbourhoods:
     """Large neighbourhood search (Shaw, "Using constraint programming and local search methods
     to solve vehicle routing problems", CP 1998) from the deepest partial packing the restarted
-    sweeping searches (``source``) have reached: a random window of time, a tenth of the
-    partition's sections, is freed with every buffer placed on a freed one, the rest of that
+    sweeping searches (``source``) have reached, or the deepest a neighbourhood has reached once
+    it holds more buffers (an improved solution is kept and searched on): a random window of time,
+    a tenth of the partition's sections, is freed with every buffer placed on a freed one, the rest of that
     partial packing is kept where it is, and the buffers left (those freed and those never placed)
     are searched with restarts of the sweeping orders, each no lower than the kept buffers below it
     (``SearchState``'s ``starts``), for NEIGHBOURHOOD_WORK steps; then another window is drawn.
@@ -201,6 +202,10 @@ class _Neighbourhoods:
         self.searches: list[tuple[np.ndarray, _Restarts]] = []  # (its buffers, its search) per piece left
         self.kept = np.full(part.size.shape[0], -1, dtype=np.int64)
         self.found = np.full(part.size.shape[0], -1, dtype=np.int64)
+        # The deepest partial packing a neighbourhood reached, its kept placements included (units,
+        # -1 where unplaced), and how many buffers it holds.
+        self.partial = np.full(part.size.shape[0], -1, dtype=np.int64)
+        self.depth = 0
         self.left = 0
         self.steps = 0
         self.status = 0
@@ -209,9 +214,23 @@ class _Neighbourhoods:
     def done(self) -> bool:
         return self.status == FOUND
 
+    def _deepest(self) -> tuple[int, np.ndarray]:
+        """The current neighbourhood's deepest partial packing (units): the kept placements, the
+        pieces that fit, and the deepest partial packing of each piece left; and how many it holds."""
+        partial = self.found.copy()
+        for buffers, search in self.searches:
+            partial[buffers] = search.partial
+        return int((partial >= 0).sum()), partial
+
     def _draw(self) -> None:
-        """Free a window of the deepest partial packing and set up the searches of what is left."""
-        part, partial = self.part, self.source.partial
+        """Free a window of the deepest partial packing and set up the searches of what is left.
+        The partial packing is the deepest known: the sweeping searches', or one a neighbourhood
+        reached (LNS keeps an improved solution and searches its neighbourhoods next)."""
+        reached, partial = self._deepest()
+        if reached > self.depth:
+            self.depth, self.partial = reached, partial
+        part = self.part
+        partial = self.partial if self.depth > self.source.depth else self.source.partial
         width = max(1, int(part.num_sections * NEIGHBOURHOOD_WINDOW))
         lo = int(self.rng.integers(0, part.num_sections - width + 1))
         placed = partial >= 0
