@@ -16,7 +16,12 @@ new tensor at each call and shows. Not state: the attribute that torch's hook-ba
 reparametrizations (``torch.nn.utils.weight_norm``, ``spectral_norm``, ``prune``) assign in their
 forward pre-hook before every forward, a new tensor made from the module's registered tensors
 (export runs the hook, so the program makes it at every call as eager does); such models were
-refused. A counter that changes no number is refused too: it is state
+refused. Nor are the caches of a module that is a ``torch.distributions.Transform`` caching its
+last call (pyro's flows: ``_cached_x_y``, the last input and output, read only where a call is
+given the very tensor object it holds, which a later call's tensors are not; pyro's
+``_cached_log_scale`` and the like, recomputed where that check misses), where a third call with
+them filled with NaN answers as one without (written before read: nothing carried); every pyro
+flow of such transforms was refused. A counter that changes no number is refused too: it is state
 all the same, which the model's next version may read.
 
 State set at the first call only and read later (a cache ``if not hasattr(self, "cache"):
@@ -326,6 +331,54 @@ def _same_outputs(first: Any, second: Any) -> bool:
     return True
 
 
+def _poisoned(value: Any) -> Any:
+    """``value`` with every floating tensor in it replaced by a NaN-filled copy (another object,
+    so an identity check on it misses); ``None`` where ``value`` holds anything but tensors,
+    ``None`` and tuples of them, or no floating tensor."""
+    leaves = (value,) if not isinstance(value, tuple) else value
+    if not all(leaf is None or isinstance(leaf, torch.Tensor) for leaf in leaves):
+        return None
+    if not any(isinstance(leaf, torch.Tensor) and leaf.is_floating_point() for leaf in leaves):
+        return None
+    poisoned = tuple(
+        torch.full_like(leaf, float("nan")) if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() else leaf
+        for leaf in leaves
+    )
+    return poisoned if isinstance(value, tuple) else poisoned[0]
+
+
+def _last_call_caches(
+    model: torch.nn.Module, inputs: Inputs, devices: list[int], changed: list[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """Of the attributes ``changed`` from call to call, those that only cache what the last call
+    computed for the tensors it was given: attributes of a module that is a
+    ``torch.distributions.Transform`` caching its last call (``cache_size=1``: pyro's flows), each
+    a tensor or a tuple of tensors and ``None`` (``_cached_x_y``, the last input and output, which
+    ``Transform.__call__`` reads only where given the very tensor object it holds; pyro's
+    ``_cached_log_scale``, ``_cache_log_detJ``, recomputed where that check misses), that a call
+    writes before it reads them: a call with them filled with NaN (other objects) gives the same
+    answers as one after the last call. A later call's tensors are other objects, on which the
+    program computes what eager's cache misses compute; state read across calls would change
+    the answers (and a counter, no tensor, is not a candidate)."""
+    from torch.distributions import Transform
+
+    candidates = {}
+    for path, attribute in changed:
+        module = model.get_submodule(path)
+        if isinstance(module, Transform) and getattr(module, "_cache_size", 0) == 1:
+            poisoned = _poisoned(getattr(module, attribute, None))
+            if poisoned is not None:
+                candidates[path, attribute] = poisoned
+    if not candidates:
+        return set()
+    now = ModuleSnapshot.of(model)
+    expected = _call(model, inputs, devices)
+    now.restore()  # both calls from the same state: other state the calls carry changes both alike
+    for (path, attribute), poisoned in candidates.items():
+        setattr(model.get_submodule(path), attribute, poisoned)
+    return set(candidates) if _same_outputs(expected, _call(model, inputs, devices)) else set()
+
+
 def _first_call_state(
     model: torch.nn.Module, inputs: Inputs, devices: list[int], made: dict[tuple[str, str, str], Any]
 ) -> bool:
@@ -483,6 +536,12 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
                     raise _Refused(retyped) from None
                 raise
             second = _state(model)
+            changed = [
+                key
+                for key in first.keys() | second.keys()
+                if key not in first or key not in second or not _same(first[key], second[key])
+            ]
+            caches = _last_call_caches(model, inputs, devices, changed)
             if any(_entries(model).get(key) is not after_first[key] for key in made):
                 made = {}  # made again by a second call: state carried from call to call, not a cache
                 if retyped is not None:
@@ -499,8 +558,8 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
         if tensors is not None:
             tensors.put_back()
         kept.restore()
-    for key in first.keys() | second.keys():
-        if key not in first or key not in second or not _same(first[key], second[key]):
+    for key in changed:
+        if key not in caches:
             path, attribute = key
             raise CaptureError(
                 name,
