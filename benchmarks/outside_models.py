@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 315
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 336
 models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``, the
 seventh's 37 in ``benchmarks/outside_round7.py``, the eighth's 40 in
 ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``: diffusers,
@@ -8,7 +8,10 @@ PyTorch Geometric and einops models, the tenth's 24 in ``benchmarks/outside_roun
 x-transformers, perceiver-pytorch, MONAI, PEFT, e3nn and torchdiffeq models, the eleventh's 22
 in ``benchmarks/outside_round11.py``: gpytorch, botorch, normflows, zuko, torchmetrics,
 sentence-transformers, rotary-embedding-torch and performer-pytorch models and hand-written
-patterns, unavailable where those extras are not installed),
+patterns, the twelfth's 21 in ``benchmarks/outside_round12.py``: ncps, mambapy, torchsde, pyro,
+tab-transformer-pytorch, rtdl-revisiting-models, vector-quantize-pytorch, local-attention,
+linear-attention-transformer, siren-pytorch and pytorch-tabnet models, unavailable where those
+extras are not installed),
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
 exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions, normalisations, pixel shuffle,
 resampling, pytree inputs and outputs, calls written in other forms, in-place ops, view chains,
@@ -54,8 +57,8 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round4.py``, ``tests/test_static_outside_round5.py``,
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
-``tests/test_static_outside_round10.py`` or ``tests/test_static_outside_round11.py`` on the
-smallest model that showed it.
+``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py`` or
+``tests/test_static_outside_round12.py`` on the smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
@@ -1920,18 +1923,28 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to eleventh rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to twelfth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
     from benchmarks.outside_round9 import ninth_round
     from benchmarks.outside_round10 import tenth_round
     from benchmarks.outside_round11 import eleventh_round
+    from benchmarks.outside_round12 import twelfth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
         case
-        for models in (*earlier, sixth_round, seventh_round, eighth_round, ninth_round, tenth_round, eleventh_round)
+        for models in (
+            *earlier,
+            sixth_round,
+            seventh_round,
+            eighth_round,
+            ninth_round,
+            tenth_round,
+            eleventh_round,
+            twelfth_round,
+        )
         for case in models()
     ]
 
