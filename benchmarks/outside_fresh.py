@@ -27,8 +27,14 @@ from srbench.formatting import error_summary
 
 
 def _build(case: OutsideModel) -> Any:
+    """The model built under one seed: torch's and Python's ``random``'s (hyper-connections, in
+    tab-transformer-pytorch and local-attention, picks each layer's residual stream by
+    ``random.randrange``: two builds under torch's seed alone differed)."""
+    import random
+
     import torch
 
+    random.seed(0)
     torch.manual_seed(0)
     return case.build().eval()
 

@@ -137,6 +137,23 @@ def test_a_builder_not_deterministic_under_its_seed_is_said():
     assert row.checks["default"].detail == "builder not deterministic under its seed: weight differs between two builds"
 
 
+def test_a_builder_drawing_from_pythons_random_is_built_alike():
+    """Python's ``random`` is seeded with torch's for each build: a library choosing a layer's
+    configuration by ``random.randrange`` (hyper-connections' residual stream, in
+    tab-transformer-pytorch and local-attention) builds the same model twice, where its twins
+    differed and the model was reported not deterministic."""
+    import random
+
+    def build() -> nn.Module:
+        layer = nn.Linear(4, 4)
+        with torch.no_grad():
+            layer.bias.fill_(random.randrange(100))
+        return layer
+
+    row = sweep_fresh(OutsideModel("python_random", "a bias drawn by random.randrange", build, _randn), ["default"])
+    assert row.checks["default"].outcome is Outcome.EQUIVALENT, row.checks["default"].detail
+
+
 def test_every_option_set_gets_an_instance_of_its_own():
     """Each option set is prepared on a model no one called: a model that counts its calls in a
     buffer would show a second preparation on a called instance."""
