@@ -356,8 +356,8 @@ def _last_call_caches(
     a tensor or a tuple of tensors and ``None`` (``_cached_x_y``, the last input and output, which
     ``Transform.__call__`` reads only where given the very tensor object it holds; pyro's
     ``_cached_log_scale``, ``_cache_log_detJ``, recomputed where that check misses), that a call
-    writes before it reads them: a call with them filled with NaN (other objects) gives the same
-    answers as one after the last call. A later call's tensors are other objects, on which the
+    writes before it reads them: a call with one of them filled with NaN (another object) gives
+    the same answers as one after the last call. A later call's tensors are other objects, on which the
     program computes what eager's cache misses compute; state read across calls would change
     the answers (and a counter, no tensor, is not a candidate)."""
     from torch.distributions import Transform
@@ -373,10 +373,13 @@ def _last_call_caches(
         return set()
     now = ModuleSnapshot.of(model)
     expected = _call(model, inputs, devices)
-    now.restore()  # both calls from the same state: other state the calls carry changes both alike
-    for (path, attribute), poisoned in candidates.items():
+    caches = set()
+    for (path, attribute), poisoned in candidates.items():  # one at a time: one read does not hide another
+        now.restore()  # each call from the same state: other state the calls carry changes them alike
         setattr(model.get_submodule(path), attribute, poisoned)
-    return set(candidates) if _same_outputs(expected, _call(model, inputs, devices)) else set()
+        if _same_outputs(expected, _call(model, inputs, devices)):
+            caches.add((path, attribute))
+    return caches
 
 
 def _first_call_state(
