@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from types import CodeType
 
@@ -17,9 +18,10 @@ from srbench.options import StaticOptions
 from srbench.planners import get_planner
 from srbench.static.errors import InputSignatureError
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
+from srbench.static.passes import FUSED_LAYER_PASSES, PASSES, Pass
 from srbench.static.peak import measured_peak
 from srbench.static.prepared import PreparedGraph, prepare_graph
-from srbench.static.rewrite_choice import keep_faster_rewrites
+from srbench.static.rewrite_choice import keep_faster_rewrites, prefer_lean_attention
 from srbench.static.runtime import StaticRuntime
 from srbench.static.signature import InputSignature, in_form, positional_names
 from srbench.static.stream_choice import keep_faster
@@ -86,7 +88,7 @@ class StaticModule:
         return InputSignature.of(inputs, self.argument_names)
 
     def _prepare(self, inputs: Inputs, signature: InputSignature) -> PreparedGraph:
-        def prepared_under(options: StaticOptions) -> PreparedGraph:
+        def prepared_under(options: StaticOptions, passes: Sequence[Pass] = PASSES) -> PreparedGraph:
             return prepare_graph(
                 self.model,
                 inputs,
@@ -95,10 +97,13 @@ class StaticModule:
                 out_variants=self.out_variants,
                 argument_names=self.argument_names,
                 measure_peak=functools.partial(measured_peak, self, inputs=inputs) if options.measure_choices else None,
+                passes=passes,
             )
 
         prepared = prepared_under(self.options)
         if self.options.measure_choices:  # rewrites, then several streams, only where measured faster
+            fused_layers = functools.partial(prepared_under, self.options, FUSED_LAYER_PASSES)
+            prepared = prefer_lean_attention(self, prepared, fused_layers, inputs)
             without_rewrites = replace(self.options, rewrite=False)
             prepared = keep_faster_rewrites(self, prepared, lambda: prepared_under(without_rewrites), inputs)
             prepared = keep_faster(self, prepared, inputs)

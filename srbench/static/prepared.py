@@ -52,7 +52,7 @@ from srbench.static.hosting import RunBuffer, hostable, output_hosts, run_buffer
 from srbench.static.intra_op import Timeline
 from srbench.static.mid_op_release import ReleaseWithin, find_cut, zoned_layout, zoned_plan
 from srbench.static.out_variants import OutVariantRegistry
-from srbench.static.passes import Rewrite, RewriteOutcome, rewrite_graph
+from srbench.static.passes import PASSES, Pass, Rewrite, RewriteOutcome, rewrite_graph
 from srbench.static.resolve import Resolution, resolve, storage_pointer
 from srbench.static.reuse import dying_input_reuses
 from srbench.static.serving import unavailable_reason
@@ -520,9 +520,11 @@ def prepare_graph(
     out_variants: OutVariantRegistry,
     argument_names: Sequence[str] = (),
     measure_peak: Callable[[PreparedGraph], int] | None = None,
+    passes: Sequence[Pass] = PASSES,
 ) -> PreparedGraph:
     """Prepare ``model`` for calls like ``inputs`` (see the module docstring); ``argument_names``
-    name the model's positional parameters, for messages. ``measure_peak``: the bytes a run of
+    name the model's positional parameters, for messages; ``passes``: the rewrites proposed
+    (with ``options.rewrite``), in order. ``measure_peak``: the bytes a run of
     a program holds at its peak, measured; where given, fallback results are served from the slab
     (:mod:`srbench.static.serving`) only if that does not raise it: a served result's bytes stay
     held in the slab where eager may have freed and reused them (``transformer_encoder``'s fused
@@ -547,7 +549,7 @@ def prepare_graph(
     rebound = {name: entry for name, entry in rebound.items() if name in mutations.values()}  # each written
     graph.eliminate_dead_code()
     values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
-    rewrites = rewrite_graph(captured, model, values, options)
+    rewrites = rewrite_graph(captured, model, values, options, passes)
     if any(rewrite.outcome is RewriteOutcome.APPLIED for rewrite in rewrites):  # new constants
         values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
     constant_nodes -= rebound.keys()  # read from the module's table at every call

@@ -39,6 +39,7 @@ class Rewrite:
     outcome: RewriteOutcome
     reason: str = ""
     max_difference: float | None = None  # on the example inputs, against the region's own result
+    taken_by: str = ""  # the pass whose candidate, earlier in order, rewrote part of this region
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class Candidate:
     new_constants: Mapping[str, torch.Tensor] = field(default_factory=dict)
     tail_only: bool = False  # applied only with every later candidate of its pass (in graph order)
 
-    def refuse(self, reason: str, difference: float | None = None) -> Rewrite:
+    def refuse(self, reason: str, difference: float | None = None, taken_by: str = "") -> Rewrite:
         return Rewrite(
             self.pass_name,
             self.output.name,
@@ -94,10 +95,33 @@ class Candidate:
             RewriteOutcome.REFUSED,
             reason,
             max_difference=difference,
+            taken_by=taken_by,
         )
 
 
 Pass = Callable[[PassContext], Iterable[Candidate]]
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    return str(value)
+
+
+def module_regions(graph: torch.fx.Graph, module_type: type) -> dict[str, list[torch.fx.Node]]:
+    """The ops of each call of a ``module_type`` module (the outermost, where they nest), by the
+    module's path, in graph order: found by the ``nn_module_stack`` export keeps on every node."""
+    wanted = _type_name(module_type)
+    regions: dict[str, list[torch.fx.Node]] = {}
+    for node in graph.nodes:
+        if node.op != "call_function":
+            continue
+        for path, stacked_type in (node.meta.get("nn_module_stack") or {}).values():
+            if _type_name(stacked_type) == wanted:
+                regions.setdefault(path, []).append(node)
+                break
+    return regions
+
 
 aten = torch.ops.aten
 # Ops whose result depends on how their input is laid out, not only on its values: a view finds
@@ -472,12 +496,18 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
         recorded = _record(context.graph_module, _inputs_for_probe(context), wanted)
     output_strides = _output_strides(context.graph)
     layouts = _captured_layouts(context.graph)
-    taken: set[torch.fx.Node] = set()
+    taken: dict[torch.fx.Node, Candidate] = {}
     accepted: list[tuple[Candidate, float]] = []
     for candidate in checkable:
         assert candidate.compute is not None
-        if taken & set(candidate.region):
-            rewrites.append(candidate.refuse("overlaps a region already rewritten"))
+        overlap = next((taken[node] for node in candidate.region if node in taken), None)
+        if overlap is not None:
+            rewrites.append(
+                candidate.refuse(
+                    f"overlaps a region already rewritten ({overlap.pass_name} at {overlap.output.name})",
+                    taken_by=overlap.pass_name,
+                )
+            )
             continue
         want = recorded[candidate.output.name]
         try:
@@ -496,7 +526,7 @@ def apply_passes(context: PassContext, passes: Sequence[Pass], *, rtol: float, a
                 )
             )
             continue
-        taken |= set(candidate.region)
+        taken.update(dict.fromkeys(candidate.region, candidate))
         accepted.append((candidate, difference))
     expected = {name: recorded[name] for name in outputs}
     kept = [candidate for candidate, _ in accepted]

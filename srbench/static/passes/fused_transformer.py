@@ -19,11 +19,10 @@ import torch
 import torch.fx
 from torch import nn
 
-from srbench.static.passes.apply import Candidate, PassContext
+from srbench.static.passes.apply import Candidate, PassContext, module_regions
 
 PASS_NAME = "fused_transformer_layer"
 _FUSED = torch.ops.aten._transformer_encoder_layer_fwd.default
-_LAYER_TYPE = f"{nn.TransformerEncoderLayer.__module__}.{nn.TransformerEncoderLayer.__qualname__}"
 # The layer's parameters in the order the fused call takes them (after src, embed dim and heads).
 _ATTENTION_PARAMETERS = (
     "self_attn.in_proj_weight",
@@ -41,25 +40,6 @@ _NORM_AND_FEED_FORWARD_PARAMETERS = (
     "linear2.weight",
     "linear2.bias",
 )
-
-
-def _type_name(value: Any) -> str:
-    if isinstance(value, type):
-        return f"{value.__module__}.{value.__qualname__}"
-    return str(value)
-
-
-def _layer_regions(graph: torch.fx.Graph) -> dict[str, list[torch.fx.Node]]:
-    """The ops of each ``TransformerEncoderLayer`` call, by the layer's module path, in order."""
-    regions: dict[str, list[torch.fx.Node]] = {}
-    for node in graph.nodes:
-        if node.op != "call_function":
-            continue
-        for path, module_type in (node.meta.get("nn_module_stack") or {}).values():
-            if _type_name(module_type) == _LAYER_TYPE:
-                regions.setdefault(path, []).append(node)
-                break
-    return regions
 
 
 def why_not_fast_path(layer: nn.Module) -> str | None:
@@ -143,5 +123,5 @@ def _candidate(context: PassContext, path: str, region: list[torch.fx.Node]) -> 
 
 def fused_transformer_layers(context: PassContext) -> Iterator[Candidate]:
     """One candidate per ``nn.TransformerEncoderLayer`` call in the graph (see the module docstring)."""
-    for path, region in _layer_regions(context.graph).items():
+    for path, region in module_regions(context.graph, nn.TransformerEncoderLayer).items():
         yield _candidate(context, path, region)
