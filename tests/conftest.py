@@ -5,7 +5,8 @@
 test protocol on a model under given options and compares everything eager does (outputs, inputs
 after the call, which outputs alias which inputs and outputs); ``reachability`` is the
 brute-force happens-before oracle of the scheduler tests; ``two_branch_model`` the multistream
-tests' smallest model with independent branches.
+tests' smallest model with independent branches; ``fused_layers_first`` has transformer layers
+prepared as eager's fused kernel.
 """
 
 from __future__ import annotations
@@ -52,6 +53,18 @@ def static_options_caller_owned_outputs(request: pytest.FixtureRequest) -> Stati
     """The combinations whose outputs are the caller's (``manage_output_tensors`` off): managed
     outputs are valid only until the runtime's next run, whichever thread makes it."""
     return request.param
+
+
+@pytest.fixture
+def fused_layers_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eager's fused ``nn.TransformerEncoderLayer`` kernel proposed before the lean attention,
+    which otherwise takes its regions (:mod:`srbench.static.passes.lean_attention`): the program
+    the prepare-time choice measures the lean one against, and the op with results and scratch
+    but no out kernel that tests of serving exercise."""
+    from srbench.static import module
+    from srbench.static.passes import FUSED_LAYER_PASSES
+
+    monkeypatch.setattr(module, "PASSES", FUSED_LAYER_PASSES)
 
 
 @pytest.fixture

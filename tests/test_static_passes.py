@@ -77,7 +77,7 @@ class Encoder(nn.Module):
         return self.encoder(x, mask[0] if mask else None)
 
 
-def test_transformer_encoder_layers_run_fused_as_in_eager():
+def test_transformer_encoder_layers_run_fused_as_in_eager(fused_layers_first):
     model = Encoder().eval()
     module = assert_matches_eager(model, [(torch.randn(1, 10, 32),), (torch.randn(2, 6, 32),)], rtol=1e-4, atol=1e-4)
     assert len(applied(module, "fused_transformer_layer")) == 2
@@ -85,7 +85,7 @@ def test_transformer_encoder_layers_run_fused_as_in_eager():
     assert "aten.scaled_dot_product_attention.default" not in targets(module)
 
 
-def test_the_zoo_transformer_encoder_is_restored_on_both_shapes():
+def test_the_zoo_transformer_encoder_is_restored_on_both_shapes(fused_layers_first):
     case = load_zoo().get("transformer_encoder")
     module = assert_matches_eager(
         case.model(), [case.example_inputs(0), case.example_inputs(1)], rtol=case.rtol, atol=case.atol

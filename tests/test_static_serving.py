@@ -1,7 +1,9 @@
 """Fallback results served from the slab by the allocator hook (srbench.static.serving): the results
 of ops without an out kernel land in the slab, a run whose allocations differ from the recording
 falls back to allocating them, several streams each serve their own ops, and without the hook
-srbench runs as before and says why."""
+srbench runs as before and says why. Transformer layers run as eager's fused kernel here (an op
+with results and scratch and no out kernel), not as the lean attention that takes their place by
+default."""
 
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ from srbench.static import serving as serving_module
 from srbench.static.calls import Call
 from srbench.static.choose import RunAs
 from srbench.static.out_variants import OUT_VARIANTS
+from srbench.static.passes import FUSED_LAYER_PASSES
 from srbench.static.peak import measured_peak
 from srbench.static.prepared import prepare_graph
 from srbench.static.serving import ServedResult, Serving, find_serving, serving_library
 
+pytestmark = pytest.mark.usefixtures("fused_layers_first")
 needs_hook = pytest.mark.skipif(
     serving_library() is None, reason=f"no allocator hook: {serving_module.unavailable_reason()}"
 )
@@ -308,6 +312,7 @@ def test_serving_is_dropped_where_it_measures_a_higher_peak():
         name="layers",
         out_variants=OUT_VARIANTS,
         measure_peak=functools.partial(measured_peak, served, inputs=(x,)),
+        passes=FUSED_LAYER_PASSES,
     )
     assert chosen.count(RunAs.SERVED) == 0
     assert chosen.unserved == (
