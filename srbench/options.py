@@ -73,11 +73,12 @@ class StaticOptions:
     served from the slab by an allocator hook while they run (:mod:`srbench.static.serving`; on
     CPU, where the hook builds; with ``enable_out_variant``).
     ``decompose``: capture lowered to core ATen, where every op has an out variant but fused ops are
-    split into pieces. ``rewrite``: prepare-time rewrites of the captured graph (eager's fused
-    transformer layers restored; convolutions with batch norm folded in and activations and residual
-    adds fused, as oneDNN calls on pre-packed weights), each kept only where it gives the rewritten
-    region's result on the example inputs within ``rewrite_rtol``/``rewrite_atol``. ``streams``: how
-    many streams (CPU threads, or CUDA streams) independent ops may run on at once; ``scheduler``: a
+    split into pieces. ``rewrite``: prepare-time rewrites of the captured graph (self-attention as a
+    lean program, or eager's fused transformer layers restored; convolutions with batch norm folded
+    in and activations and residual adds fused, as oneDNN calls on pre-packed weights), each kept
+    only where it gives the rewritten region's result on the example inputs within
+    ``rewrite_rtol``/``rewrite_atol``. ``streams``: how many streams (CPU threads, or CUDA streams)
+    independent ops may run on at once; ``scheduler``: a
     name registered under ``srbench.schedulers``, which spreads the ops over at most that many
     streams (and may keep them on one where concurrency does not pay). ``measure_choices``: the
     prepare-time choices whose speed depends on the model and the machine (the rewrites, a

@@ -223,9 +223,8 @@ def _flattened_linear(linear: torch.fx.Node) -> Candidate | None:
 
     reads = tuple(node for node in (value, *weights) if isinstance(node, torch.fx.Node))
     region = (linear,) if activation is None else (linear, activation)
-    return Candidate(
-        PASS_NAME, output, "linear of the rows, 2-D", region=region, reads=reads, compute=compute, build=build
-    )
+    replacement = "linear of the rows, 2-D" + (f", then {activation.target}" if activation is not None else "")
+    return Candidate(PASS_NAME, output, replacement, region=region, reads=reads, compute=compute, build=build)
 
 
 def lean_attentions(context: PassContext) -> Iterator[Candidate]:
