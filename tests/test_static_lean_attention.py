@@ -26,12 +26,7 @@ FUSED = "fused_transformer_layer"
 FUSED_KERNEL = "aten._transformer_encoder_layer_fwd.default"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def targets(module: StaticModule) -> list[str]:

@@ -10,7 +10,7 @@ pass recognised but could not rewrite, becomes a refused :class:`Rewrite` with t
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +106,23 @@ def _type_name(value: Any) -> str:
     if isinstance(value, type):
         return f"{value.__module__}.{value.__qualname__}"
     return str(value)
+
+
+def sequence_input(
+    nodes: Iterable[torch.fx.Node], ignored: Collection[torch.fx.Node], others_mean: str
+) -> tuple[torch.fx.Node | None, str]:
+    """The one node ``nodes`` read from outside themselves and ``ignored`` (a transformer layer's
+    or an attention's input), where they read one and it holds a 3-D tensor; else ``None`` and
+    why not (``others_mean``: what reading more than one says about the region)."""
+    inside = set(nodes)
+    external = {arg for node in inside for arg in node.all_input_nodes if arg not in inside and arg not in ignored}
+    if len(external) != 1:
+        return None, f"reads {sorted(node.name for node in external)}: {others_mean}"
+    (source,) = external
+    value = source.meta.get("val")
+    if not isinstance(value, torch.Tensor) or value.dim() != 3:
+        return None, "its input is not a 3-D tensor"
+    return source, ""
 
 
 def module_regions(graph: torch.fx.Graph, module_type: type) -> dict[str, list[torch.fx.Node]]:

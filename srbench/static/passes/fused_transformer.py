@@ -19,7 +19,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from srbench.static.passes.apply import Candidate, PassContext, module_regions
+from srbench.static.passes.apply import Candidate, PassContext, module_regions, sequence_input
 
 PASS_NAME = "fused_transformer_layer"
 _FUSED = torch.ops.aten._transformer_encoder_layer_fwd.default
@@ -85,15 +85,10 @@ def _candidate(context: PassContext, path: str, region: list[torch.fx.Node]) -> 
     missing = [name for name in names if name not in parameters]
     if missing:
         return refuse(f"layer {path!r}: parameters {missing} are not graph inputs")
-    own = {parameters[name] for name in names}
-    external = {arg for node in region for arg in node.all_input_nodes if arg not in inside and arg not in own}
-    if len(external) != 1:
-        others = sorted(node.name for node in external)
-        return refuse(f"layer {path!r} reads {others}: a mask or other input the fused kernel would ignore")
-    (src,) = external
-    value = src.meta.get("val")
-    if not isinstance(value, torch.Tensor) or value.dim() != 3:
-        return refuse(f"layer {path!r}: its input is not a 3-D tensor")
+    ignored = {parameters[name] for name in names}
+    src, why = sequence_input(region, ignored, "a mask or other input the fused kernel would ignore")
+    if src is None:
+        return refuse(f"layer {path!r}: {why}")
     attention: nn.MultiheadAttention = layer.self_attn
     norm: nn.LayerNorm = layer.norm1
     head: tuple[int, int] = (attention.embed_dim, attention.num_heads)

@@ -33,7 +33,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from srbench.static.passes.apply import Candidate, PassContext, module_regions
+from srbench.static.passes.apply import Candidate, PassContext, module_regions, sequence_input
 
 PASS_NAME = "lean_attention"
 REPLACEMENT = "linear, scaled_dot_product_attention on its views, linear"
@@ -132,17 +132,12 @@ def _candidate(context: PassContext, path: str, region: list[torch.fx.Node]) -> 
     weights = [parameters.get(f"{path}.{name}") for name in names]
     if weights[0] is None or weights[2] is None:
         return refuse("its projection weights are not graph inputs")
-    own = {node for node in weights if node is not None} | mask_nodes
-    external = {arg for node in body for arg in node.all_input_nodes if arg not in in_body and arg not in own}
     kept_reads = [arg for arg in mask_reads if arg not in in_body]
-    external -= set(kept_reads)
-    if len(external) != 1:
-        others = sorted(node.name for node in external)
-        return refuse(f"reads {others}: query, key and value are not one tensor (not self-attention)")
-    (src,) = external
-    value = src.meta.get("val")
-    if not isinstance(value, torch.Tensor) or value.dim() != 3:
-        return refuse("its input is not a 3-D tensor")
+    ignored = {node for node in weights if node is not None} | mask_nodes | set(kept_reads)
+    src, why = sequence_input(body, ignored, "query, key and value are not one tensor (not self-attention)")
+    if src is None:
+        return refuse(why)
+    value = src.meta["val"]
     shape, heads, batch_first = tuple(value.shape), int(attention.num_heads), bool(attention.batch_first)
     extra_args, extra_kwargs = call.args[3:], dict(call.kwargs)
     weight_nodes = [node for node in weights if node is not None]
