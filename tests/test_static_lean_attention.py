@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from srbench.inputs import Inputs
+from srbench.measure.layout import layout_difference
 from srbench.measure.memory import observe_allocations
 from srbench.options import StaticOptions
 from srbench.static import StaticModule, rewrite_choice
@@ -146,6 +147,39 @@ def test_attention_it_cannot_rewrite_is_refused_with_the_reason(options, cross, 
         torch.testing.assert_close(inputs.call(module.runtime()), inputs.call(model))
     (rewrite,) = module.prepared.rewrites
     assert rewrite.outcome is RewriteOutcome.REFUSED and reason in rewrite.reason
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, batch_first: bool, masked: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        self.attention = nn.MultiheadAttention(16, 2, batch_first=batch_first)
+        self.masked = masked
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = x.shape[1] if self.attention.batch_first else x.shape[0]
+        mask = nn.Transformer.generate_square_subsequent_mask(length) if self.masked else None
+        return self.attention(x, x, x, need_weights=False, attn_mask=mask)[0]
+
+
+@pytest.mark.parametrize("masked", [False, True])  # eager's fast path, its Python path
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_a_returned_attention_result_has_eagers_layout_at_every_batch(batch_first, masked):
+    """Batch first, ``nn.MultiheadAttention``'s Python path returns a transpose of its
+    sequence-first output projection: the rewrite computes it in that order, so a caller gets
+    eager's strides (computed batch first, the result could not be laid out as eager's)."""
+    model = SelfAttention(batch_first, masked).eval()
+    calls = [torch.randn(1, 6, 16), torch.randn(3, 7, 16)]
+    calls = calls if batch_first else [x.transpose(0, 1).contiguous() for x in calls]
+    module = StaticModule(model, (calls[0],), AS_PROPOSED)
+    runtime = module.runtime()
+    for x in calls:
+        with torch.inference_mode():
+            expected = model(x)
+        got = runtime(x)
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+        assert layout_difference(got, expected) is None  # strides of dimensions above size 1
+    assert outcomes(module, LEAN) == [RewriteOutcome.APPLIED]
 
 
 def test_attention_returning_its_weights_is_refused():

@@ -56,11 +56,15 @@ def _lean_attention(
 ) -> Any:
     """The ops of the lean program, each made by ``emit``: ``x`` (``shape``, batch first or
     sequence first) projected once; query, key and value views of that projection in the
-    ``(batch, heads, length, head width)`` layout attention takes; attention's result, which the
-    CPU kernels lay out as ``(batch, length, heads, head width)``, viewed back as the heads'
-    concatenation for the output projection."""
+    ``(batch, heads, length, head width)`` layout attention takes; attention's result read as the
+    heads' concatenation in sequence-first row order, as ``nn.MultiheadAttention`` computes its
+    output projection, so that the result has eager's layout (batch first, a transpose of the
+    sequence-first projection). The CPU kernels lay attention's result out as ``(batch, length,
+    heads, head width)``: at batch 1, as the zoo's models run, that read is a view; at larger
+    batches a copy, as eager's own."""
     first, second, width = shape
     rows = first * second
+    length, batch = (second, first) if batch_first else (first, second)
     in_weight, in_bias, out_weight, out_bias = weights
     flat = emit(aten.reshape.default, (x, [rows, width]), {})
     projected = emit(aten.linear.default, (flat, in_weight, in_bias), {})
@@ -69,10 +73,11 @@ def _lean_attention(
     per_head = emit(aten.permute.default, (split, order), {})
     query, key, value = (emit(aten.select.int, (per_head, 0, index), {}) for index in range(3))
     attended = emit(_ATTENTION, (query, key, value, *attention_args), attention_kwargs)
-    back = emit(aten.permute.default, (attended, [0, 2, 1, 3] if batch_first else [2, 0, 1, 3]), {})
+    back = emit(aten.permute.default, (attended, [2, 0, 1, 3]), {})
     merged = emit(aten.reshape.default, (back, [rows, width]), {})
     out = emit(aten.linear.default, (merged, out_weight, out_bias), {})
-    return emit(aten.view.default, (out, list(shape)), {})
+    sequence_first = emit(aten.view.default, (out, [length, batch, width]), {})
+    return emit(aten.transpose.int, (sequence_first, 0, 1), {}) if batch_first else sequence_first
 
 
 def _why_not(attention: nn.Module) -> str | None:
@@ -107,7 +112,10 @@ def _candidate(context: PassContext, path: str, region: list[torch.fx.Node]) -> 
     calls = [node for node in region if node.target is _ATTENTION]
     output = region[-1]
     refuse = lambda reason: Candidate(PASS_NAME, output, REPLACEMENT, refused=f"attention {path!r}: {reason}")  # noqa: E731
-    attention = context.model.get_submodule(path)
+    try:
+        attention = context.model.get_submodule(path)
+    except AttributeError:
+        return refuse("no such submodule of the model")
     reason = _why_not(attention)
     if reason is not None or not isinstance(attention, nn.MultiheadAttention):
         return refuse(str(reason))
