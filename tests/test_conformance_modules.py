@@ -58,6 +58,7 @@ from test_conformance_opinfo import (
     check_runs,
     eager_answers,
     lowering_difference,
+    on_every_thread,
     refusal_expected,
     run_in_threads,
 )
@@ -421,13 +422,7 @@ def run_in_turns(call: ModuleCall, aliasing: Callable[[Any, Inputs], Any]) -> No
                 taken[0] += 1
                 turn.notify_all()
 
-    workers = [threading.Thread(target=work, args=(thread,)) for thread in range(THREADS)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    if errors:
-        raise errors[0]
+    on_every_thread(work, errors)
     assert taken[0] == len(sequence), f"{taken[0]} of {len(sequence)} calls ran"
     compare(_state(static_model), _state(eager_model), rtol=RTOL, atol=ATOL, run="after the turns: the module's state")
 

@@ -619,16 +619,24 @@ def run_in_threads(
     pool, options, answers = RuntimePool(module), module.options, eager_answers(model, runs)
     start, errors = threading.Barrier(THREADS), []
 
-    def work(shift: int) -> None:
+    def work(thread: int) -> None:
         try:
             start.wait(30)
+            shift = thread % len(runs)
             shifted = (runs[shift:] + runs[:shift]) * 2
             runtime = pool.runtime()
             check_runs(runtime, model, shifted, options, aliasing, by_geometry, rtol=rtol, atol=atol, answers=answers)
         except BaseException as error:  # reported by the test's thread
             errors.append(error)
 
-    workers = [threading.Thread(target=work, args=(shift % len(runs),)) for shift in range(THREADS)]
+    on_every_thread(work, errors)
+
+
+def on_every_thread(work: Callable[[int], None], errors: list[BaseException]) -> None:
+    """``work(thread)`` on THREADS threads at once, waiting for them all; the first error they
+    put in ``errors`` (shared with ``work``, which may read it to stop early) is raised here, in
+    the test's thread, where pytest reports it."""
+    workers = [threading.Thread(target=work, args=(thread,)) for thread in range(THREADS)]
     for worker in workers:
         worker.start()
     for worker in workers:
