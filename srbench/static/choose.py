@@ -255,7 +255,7 @@ class Chooser:
         self.how: dict[str, RunAs] = {}
         output = next(node for node in self.graph.nodes if node.op == "output")
         self.output_nodes = {node.name for node in output.all_input_nodes}
-        self.arena = {r.id for r in analysis.output_records} if options.manage_output_tensors else set()
+        self.arena = self.output_ids if options.manage_output_tensors else set()
 
     def _write_tracking(
         self, node: torch.fx.Node, how: RunAs, storages: tuple[str | None, ...], measured: ViewTracking
