@@ -21,7 +21,9 @@ last call (pyro's flows: ``_cached_x_y``, the last input and output, read only w
 given the very tensor object it holds, which a later call's tensors are not; pyro's
 ``_cached_log_scale`` and the like, recomputed where that check misses), where a third call with
 them filled with NaN answers as one without (written before read: nothing carried); every pyro
-flow of such transforms was refused. A counter that changes no number is refused too: it is state
+flow of such transforms was refused. Nor is a weak reference made anew to a new object that dies
+with the call (torch 2.11's ``Transform.inv``): a weak reference is compared by the object it
+refers to, none once dead. A counter that changes no number is refused too: it is state
 all the same, which the model's next version may read.
 
 State set at the first call only and read later (a cache ``if not hasattr(self, "cache"):
@@ -56,6 +58,7 @@ was given, but for a cache kept as above.
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +76,8 @@ _PLAIN = (int, float, complex, bool, str, bytes, type(None), torch.dtype, torch.
 
 def _same(before: Any, after: Any) -> bool:
     """Whether two snapshotted values are the same state: plain values equal, containers of the
-    same type with the same items, anything else the same object."""
+    same type with the same items, weak references to the same object (or both dead), anything
+    else the same object."""
     if before is after:
         return True
     if isinstance(before, Copy) and isinstance(after, Copy):
@@ -82,6 +86,10 @@ def _same(before: Any, after: Any) -> bool:
             and len(before.items) == len(after.items)
             and all(_same(a, b) for a, b in zip(before.items, after.items, strict=True))
         )
+    if isinstance(before, weakref.ref) and isinstance(after, weakref.ref):
+        # a weak reference is the object it refers to, none once that has died (torch 2.11's
+        # ``Transform.inv`` keeps a new one to a new, dropped inverse at every call)
+        return before() is after()
     if isinstance(before, tuple) and isinstance(after, tuple):  # dict items
         return len(before) == len(after) and all(_same(a, b) for a, b in zip(before, after, strict=True))
     if isinstance(before, _PLAIN) and isinstance(after, _PLAIN) and type(before) is type(after):
