@@ -178,6 +178,34 @@ def test_memory_format_conversions_and_alias_run_through_bindings(conformance, o
     assert not raw_overloads(module)
 
 
+class ConversionsInAMemoryFormat(nn.Module):
+    """``to`` given a dtype, a device and a dtype, or another tensor, each with a memory format
+    (the graph's ``to.dtype``, ``to.device`` and ``to.other``, which pass it positionally, after
+    ``non_blocking`` and ``copy``), one asking for a copy besides."""
+
+    def forward(self, x: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            x.to(torch.float64, memory_format=torch.channels_last),
+            x.to("cpu", torch.float64, memory_format=torch.contiguous_format),
+            x.to(like, memory_format=torch.channels_last),
+            x.to(torch.float32, copy=True, memory_format=torch.preserve_format),
+        )
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=OPTION_IDS)
+def test_conversions_with_a_memory_format_run_through_the_binding(conformance, options):
+    """Called with a contiguous input, then a channels-last one (another program): eager's values,
+    aliasing and strides either way, every conversion through ``Tensor.to`` (the memory format
+    by keyword) and no raw overload left."""
+    like = torch.zeros((), dtype=torch.float16)
+    contiguous, channels_last = randn(2, 3, 4, 5), randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    module = conformance(ConversionsInAMemoryFormat().eval(), (contiguous, like), (channels_last, like), options)
+    overloads = (torch.ops.aten.to.dtype, torch.ops.aten.to.device, torch.ops.aten.to.other)
+    conversions = [p.call.label for p in module.prepared.plans if p.node.target in overloads]
+    assert conversions == ["Tensor.to"] * 4, calls_of(module)
+    assert not raw_overloads(module)
+
+
 def _autograd_excluded() -> bool:
     return torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.AutogradFunctionality)
 

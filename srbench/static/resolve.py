@@ -107,6 +107,13 @@ _SPARSE_COO = frozenset({"aten.sparse_coo_tensor.indices", "aten.sparse_coo_tens
 _CONVERSIONS = frozenset(
     {"aten.to.dtype", "aten.to.device", "aten.to.dtype_layout", "aten.to.other", "aten.type_as.default"}
 )
+# The ``to`` overloads whose arguments the ``Tensor.to`` binding cannot take as the graph spells
+# them (see Resolver._to_binding), and where those passing a memory format positionally have it.
+_MEMORY_FORMAT_AT = {
+    op: [argument.name for argument in op._schema.arguments].index("memory_format")
+    for op in (torch.ops.aten.to.dtype, torch.ops.aten.to.device, torch.ops.aten.to.other)
+}
+_TO_BINDABLE = frozenset({torch.ops.aten.to.dtype_layout, *_MEMORY_FORMAT_AT})
 # Ops slower than this (seconds) are dominated by their kernel, not by how they are called.
 TIME_ONLY_BELOW = 1e-3
 # An out variant this many times slower than the fallback is timed again before the chooser sees it.
@@ -668,8 +675,8 @@ class Resolver:
         if aliases and str(op) == "aten.reshape.default" and not node.kwargs:
             # a reshape that views for this signature views at every run (strides are guarded)
             candidates.insert(0, Call("Tensor.view", torch._C.TensorBase.view, node.args))
-        if op is torch.ops.aten.to.dtype_layout:
-            candidates[:0] = self._to_binding(node)
+        if op in _TO_BINDABLE:
+            candidates[:0] = self._to_binding(node, op)
         if op is torch.ops.aten.alias.default:  # no binding; indexing with ``...`` is at::alias (0.6 µs, 0.8 raw)
             candidates.insert(0, Call("Tensor.__getitem__", torch._C.TensorBase.__getitem__, (node.args[0], ...)))
         one, private = self._one_call_view(node, op, reference, aliases)
@@ -1010,12 +1017,21 @@ class Resolver:
         return [Call("torch.sparse_coo_tensor", torch._C._VariableFunctions.sparse_coo_tensor, node.args, kwargs)]
 
     @staticmethod
-    def _to_binding(node: torch.fx.Node) -> list[Call]:
-        """``Tensor.to`` for the graph's ``to.dtype_layout`` (``x.to(memory_format=...)``): the
-        binding takes no ``layout`` nor ``pin_memory``, so as the graph spells it the op ran
-        through its raw overload (3.4 µs a call against 0.4 on the outside sweep's
-        ``noop_conversions``). Where the graph asks for a strided tensor, not pinned, which is
-        what ``Tensor.to`` gives, the binding is the same op."""
+    def _to_binding(node: torch.fx.Node, op: torch._ops.OpOverload) -> list[Call]:
+        """``Tensor.to`` for the graph's ``to`` where the binding cannot take the arguments as the
+        graph spells them, so that the op ran through its raw overload (3.4 µs a call against 0.4
+        on the outside sweep's ``noop_conversions``). ``to.dtype_layout``
+        (``x.to(memory_format=...)``): the binding takes no ``layout`` nor ``pin_memory``; where
+        the graph asks for a strided tensor, not pinned, which is what ``Tensor.to`` gives, the
+        binding is the same op. ``to.dtype``, ``to.device`` and ``to.other`` with a memory format:
+        the graph passes it positionally, after ``non_blocking`` and ``copy``, and the binding
+        takes it by keyword only; given so, the binding is the same op."""
+        if op is not torch.ops.aten.to.dtype_layout:
+            at = _MEMORY_FORMAT_AT[op]
+            if len(node.args) <= at:
+                return []  # no memory format given: the binding takes the graph's arguments as they are
+            kwargs = {**node.kwargs, "memory_format": node.args[at]}
+            return [Call("Tensor.to", torch._C.TensorBase.to, node.args[:at], kwargs)]
         layout, pinned = node.kwargs.get("layout"), node.kwargs.get("pin_memory")
         if node.args[1:] or layout not in (None, torch.strided) or pinned not in (None, False):
             return []
