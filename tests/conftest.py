@@ -6,7 +6,8 @@ test protocol on a model under given options and compares everything eager does 
 after the call, which outputs alias which inputs and outputs); ``reachability`` is the
 brute-force happens-before oracle of the scheduler tests; ``two_branch_model`` the multistream
 tests' smallest model with independent branches; ``fused_layers_first`` has transformer layers
-prepared as eager's fused kernel.
+prepared as eager's fused kernel; ``cuda_issued`` has multistream programs written for CUDA
+streams and run on the CPU with stand-in streams and events.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from srbench.options import id_parts
 from srbench.runtimes import intra_op_threads
 from srbench.schedulers import Schedule
 from srbench.static import StaticModule, StaticOptions
+from srbench.static.stream_code import StreamMode
+from srbench.static.stream_runner import CudaStreams
 
 ALL_STATIC_OPTIONS = [
     StaticOptions(
@@ -53,6 +56,62 @@ def static_options_caller_owned_outputs(request: pytest.FixtureRequest) -> Stati
     """The combinations whose outputs are the caller's (``manage_output_tensors`` off): managed
     outputs are valid only until the runtime's next run, whichever thread makes it."""
     return request.param
+
+
+class CudaTrace:
+    """Stand-ins for CUDA streams and events that run nothing and record what they are asked."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple] = []
+        self.main = FakeStream(self, "main")
+        self.current = self.main
+
+    def set_stream(self, stream: FakeStream) -> None:
+        self.log.append(("set", stream.name))
+        self.current = stream
+
+    def current_stream(self) -> FakeStream:
+        return self.current
+
+    def record_stream(self, tensor: torch.Tensor, stream: FakeStream) -> None:
+        self.log.append(("record_stream", stream.name))
+
+    def cuda_streams(self, device: torch.device, side: int, events: int) -> CudaStreams:
+        return CudaStreams(
+            [FakeStream(self, f"side{i + 1}") for i in range(side)],
+            [FakeEvent(self, f"ev{i}") for i in range(events)],
+            lambda: FakeEvent(self, "join"),
+            self.set_stream,
+            self.current_stream,
+            self.record_stream,
+        )
+
+
+class FakeStream:
+    def __init__(self, trace: CudaTrace, name: str):
+        self.trace, self.name = trace, name
+
+    def wait_event(self, event: FakeEvent) -> None:
+        self.trace.log.append(("wait", self.name, event.name))
+
+
+class FakeEvent:
+    def __init__(self, trace: CudaTrace, name: str):
+        self.trace, self.name = trace, name
+
+    def record(self, stream: FakeStream) -> None:
+        self.trace.log.append(("record", self.name, stream.name))
+
+
+@pytest.fixture
+def cuda_issued(monkeypatch: pytest.MonkeyPatch) -> CudaTrace:
+    """Multistream programs prepared from here on are CUDA programs (one thread issuing every op,
+    switching streams), run on the CPU with stand-in streams and events: what they were asked is
+    in the returned trace's ``log`` (the real CUDA tests need a GPU)."""
+    trace = CudaTrace()
+    monkeypatch.setattr(StreamMode, "for_device", classmethod(lambda cls, device: cls.CUDA))
+    monkeypatch.setattr(CudaStreams, "on", staticmethod(trace.cuda_streams))
+    return trace
 
 
 @pytest.fixture

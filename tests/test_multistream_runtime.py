@@ -26,7 +26,7 @@ from srbench.static import StaticModule, StaticOptions
 from srbench.static.codegen import Entry, Hook
 from srbench.static.errors import ConcurrentUseError
 from srbench.static.stream_code import StreamMode
-from srbench.static.stream_runner import CudaStreams, ThreadStreams
+from srbench.static.stream_runner import ThreadStreams
 from srbench.zoo import load_zoo
 
 DELAYS: dict[int, float] = {}
@@ -254,59 +254,12 @@ def test_builtin_models_match_eager_on_several_streams(conformance, name, option
 # -- CUDA ----------------------------------------------------------------------------------------
 
 
-class _Trace:
-    """Stand-ins for CUDA streams and events that run nothing and record what they are asked."""
-
-    def __init__(self) -> None:
-        self.log: list[tuple] = []
-        self.main = _FakeStream(self, "main")
-        self.current = self.main
-
-    def set_stream(self, stream: _FakeStream) -> None:
-        self.log.append(("set", stream.name))
-        self.current = stream
-
-    def current_stream(self) -> _FakeStream:
-        return self.current
-
-    def record_stream(self, tensor: torch.Tensor, stream: _FakeStream) -> None:
-        self.log.append(("record_stream", stream.name))
-
-    def cuda_streams(self, device: torch.device, side: int, events: int) -> CudaStreams:
-        return CudaStreams(
-            [_FakeStream(self, f"side{i + 1}") for i in range(side)],
-            [_FakeEvent(self, f"ev{i}") for i in range(events)],
-            lambda: _FakeEvent(self, "join"),
-            self.set_stream,
-            self.current_stream,
-            self.record_stream,
-        )
-
-
-class _FakeStream:
-    def __init__(self, trace: _Trace, name: str):
-        self.trace, self.name = trace, name
-
-    def wait_event(self, event: _FakeEvent) -> None:
-        self.trace.log.append(("wait", self.name, event.name))
-
-
-class _FakeEvent:
-    def __init__(self, trace: _Trace, name: str):
-        self.trace, self.name = trace, name
-
-    def record(self, stream: _FakeStream) -> None:
-        self.trace.log.append(("record", self.name, stream.name))
-
-
-def test_the_cuda_program_orders_streams_with_events(monkeypatch):
+def test_the_cuda_program_orders_streams_with_events(cuda_issued):
     """The CUDA program, run on the CPU with stand-in streams: results equal eager, every event is
     recorded on its producer's stream before a consumer's stream waits for it, one wait per
     cross-stream wait of the schedule, side streams start after the caller's stream and end
     before it, and the caller's stream is current again at the end."""
-    trace = _Trace()
-    monkeypatch.setattr(StreamMode, "for_device", classmethod(lambda cls, device: cls.CUDA))
-    monkeypatch.setattr(CudaStreams, "on", staticmethod(trace.cuda_streams))
+    trace = cuda_issued
     model, x, module = branches_module(4, enable_out_variant=False)
     program = module.prepared.program
     assert program.streams.mode is StreamMode.CUDA

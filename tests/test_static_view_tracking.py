@@ -3,11 +3,14 @@ functional ops, where prepare-time timing finds it quicker and where they make a
 version counter the caller reads, as eager's), never where they rewrite a managed output, and
 with nothing a caller sees changed: outputs' values, ``_base``, ``_version`` and
 ``requires_grad``, their aliasing of inputs, parameters and each other, inputs' and buffers'
-version counters, and the caller's dispatch state after a run and after one that raised."""
+version counters, and the caller's dispatch state after a run and after one that raised. Each
+also on two streams, run by a worker thread beside the caller's (the dispatch state is per
+thread, so each thread switches its own) and issued from one thread as a CUDA program is."""
 
 from __future__ import annotations
 
 import contextlib
+import enum
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -67,6 +70,39 @@ def mixed_inputs() -> tuple[torch.Tensor, ...]:
     return randn(3, 4), torch.tensor([1, 2, 3, 4, 5, 6]), torch.tensor([0, 2, 4])
 
 
+class Streams(enum.Enum):
+    """How a test's program runs: on one stream, on two (a fixed schedule, kept whatever it
+    measures) with a worker thread running stream 1, or on two issued from the caller's thread as
+    a CUDA program is (stand-in streams on the CPU: the ``cuda_issued`` fixture)."""
+
+    ONE = "one"
+    THREADS = "threads"
+    CUDA_ISSUED = "cuda-issued"
+
+
+@pytest.fixture(params=list(Streams), ids=[s.value for s in Streams])
+def streams(request: pytest.FixtureRequest) -> Streams:
+    if request.param is Streams.CUDA_ISSUED:
+        request.getfixturevalue("cuda_issued")
+    return request.param
+
+
+def prepared(model: nn.Module, inputs: tuple[Any, ...], streams: Streams, **options: Any) -> StaticModule:
+    """``model`` prepared to run as ``streams`` says."""
+    several = {"streams": 2, "scheduler": "parallel_steps"} if streams is not Streams.ONE else {}
+    module = StaticModule(model, inputs, StaticOptions(**several, **options))
+    assert (module.prepared.program.streams is not None) == bool(several)
+    return module
+
+
+def on_streams(module: StaticModule, *nodes: str) -> list[int]:
+    """The stream each of ``nodes`` runs on (0: the caller's; one stream: all 0)."""
+    if module.prepared.program.streams is None:
+        return [0] * len(nodes)
+    stream_of = module.prepared.schedule.stream_of()
+    return [stream_of[node] for node in nodes]
+
+
 @pytest.fixture
 def decided(monkeypatch: pytest.MonkeyPatch) -> Callable[[ViewTracking], None]:
     """``decided(tracking)``: every functional node is given ``tracking`` instead of a timing."""
@@ -108,14 +144,16 @@ def below_key(module: StaticModule) -> set[str]:
 
 
 @pytest.mark.parametrize("tracking", list(ViewTracking), ids=[t.value for t in ViewTracking])
-def test_a_run_below_view_tracking_changes_nothing_the_caller_sees(decided, tracking):
+def test_a_run_below_view_tracking_changes_nothing_the_caller_sees(decided, tracking, streams):
     """The program with every functional node below ``ADInplaceOrView`` and the program with none
-    there both give what eager gives under ``no_grad``, run after run."""
+    there both give what eager gives under ``no_grad``, run after run (on two streams, the
+    embedding bag on stream 0, the linear and its sigmoid on stream 1)."""
     decided(tracking)
     torch.manual_seed(0)
     model = Mixed().eval()
     x, ids, offsets = mixed_inputs()
-    module = StaticModule(model, (x.clone(), ids, offsets))
+    module = prepared(model, (x.clone(), ids, offsets), streams)
+    assert on_streams(module, "embedding_bag", "sigmoid") == [0, int(streams is not Streams.ONE)]
     # the nodes making outputs run below it either way (their version counters, as eager's)
     makers = {"embedding_bag", "sigmoid", "add"}
     assert below_key(module) == (makers | {"linear"} if tracking is ViewTracking.SKIPPED else makers)
@@ -147,45 +185,70 @@ class ChainOutputs(Chain):
         return y, torch.relu(y), (y * 2).add_(1)
 
 
+class TwoChains(nn.Module):
+    """:class:`ChainOutputs` and a second chain beside it, whose result is an output too: on two
+    streams each chain's last layer runs on a stream of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left, self.right = ChainOutputs(), Chain()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*self.left(x), self.right(x))
+
+
+# the last layer of each chain (each making an output): on two streams, on streams 0 and 1
+LAST_LAYERS = ("linear_2", "linear_5")
+
+
 @pytest.mark.parametrize("tracking", list(ViewTracking), ids=[t.value for t in ViewTracking])
-def test_outputs_keep_eagers_version_counters(decided, tracking):
+def test_outputs_keep_eagers_version_counters(decided, tracking, streams):
     """Outputs that out variants write (a run buffer hosting intermediates), or that a kernel
     fills through an inner write, come back at eager's version, run after run, whatever the
     timing decided for the other nodes: eager's are fresh results (version 0, 1 for the one
-    written in place). With the key kept, ``addmm``'s result came back at version 1."""
+    written in place). With the key kept, ``addmm``'s result came back at version 1; so it did on
+    two streams, where nothing switched the key (the chain of the caller's thread, and both
+    chains of a CUDA program; a worker thread ran its chain through the autograd kernels, below
+    no key at all)."""
     decided(tracking)
     torch.manual_seed(0)
-    model = ChainOutputs().eval()
+    model = TwoChains().eval()
     x = randn(2, 8)
-    runtime = StaticModule(model, (x,)).runtime()
+    module = prepared(model, (x,), streams)
+    assert on_streams(module, *LAST_LAYERS) == [0, int(streams is not Streams.ONE)]
+    runtime = module.runtime()
     for _ in range(3):
         got = runtime(x)
         with torch.no_grad():
             expected = model(x)
         torch.testing.assert_close(got, expected, rtol=0, atol=0)
         assert observed(got, {"input": x}) == observed(expected, {"input": x})
-        assert versions(iter(got)) == [0, 0, 1]
+        assert versions(iter(got)) == [0, 0, 1, 0]
 
 
 @pytest.mark.parametrize("tracking", list(ViewTracking), ids=[t.value for t in ViewTracking])
-def test_a_managed_output_rewritten_by_the_next_run_says_so(decided, tracking):
+def test_a_managed_output_rewritten_by_the_next_run_says_so(decided, tracking, streams):
     """``manage_output_tensors``: the next run rewrites the caller's output in place, so its
     version counter moves, and a backward that saved its old value raises, as after any in-place
     write. With the out variant below ``ADInplaceOrView`` (where a timing put it) the counter
-    stayed, and the backward gave a wrong gradient without a word."""
+    stayed, and the backward gave a wrong gradient without a word. Each chain's output, made on
+    stream 0 and (on two streams) on stream 1."""
     decided(tracking)
     torch.manual_seed(0)
-    model = ChainOutputs().eval()
+    model = TwoChains().eval()
     x = randn(2, 8)
-    runtime = StaticModule(model, (x,), StaticOptions(manage_output_tensors=True)).runtime()
-    held = runtime(x)[0]
-    weight = torch.ones(2, 8, requires_grad=True)
-    saved = (weight * held).sum()  # saves ``held`` for the weight's gradient
-    version = held._version
-    runtime(x + 1)
-    assert held._version > version
-    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-        saved.backward()
+    module = prepared(model, (x,), streams, manage_output_tensors=True)
+    assert on_streams(module, *LAST_LAYERS) == [0, int(streams is not Streams.ONE)]
+    runtime = module.runtime()
+    first = runtime(x)
+    for held in (first[0], first[3]):
+        weight = torch.ones(2, 8, requires_grad=True)
+        saved = (weight * held).sum()  # saves ``held`` for the weight's gradient
+        version = held._version
+        runtime(x + 1)
+        assert held._version > version
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            saved.backward()
 
 
 def test_nodes_gaining_nothing_join_the_run_below_the_key(decided):
@@ -341,6 +404,36 @@ def test_the_callers_dispatch_state_comes_back_after_a_run_and_after_a_raise(dec
     _SEEN.clear()
     _, row = runtime(x)  # usable again, the view still tracked
     assert _SEEN == [True] and row._base is x
+
+
+class ManyViewsOnTwoThreads(nn.Module):
+    """On two streams: ``many_views`` on the caller's thread, and on a worker's a sigmoid (below
+    the key), a returned view of the input (keeping it) and ``many_views`` again (below it)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return many_views(x), many_views(x.sigmoid()).sigmoid(), many_views(x * 2), x[0]
+
+
+def test_each_stream_thread_switches_its_own_dispatch_state(decided):
+    """Each thread of a stream program runs its nodes as chosen: ``many_views`` below the key on
+    the caller's thread and on the worker's (a worker thread starts with the default dispatch
+    state, which the caller's switch does not change: there it ran through the autograd kernel),
+    the view between them with it (its ``_base``); after a run that raised below the key on
+    both threads, the next run likewise, and the caller's state is its own again."""
+    decided(ViewTracking.SKIPPED)
+    x = randn(8, 4)
+    module = prepared(ManyViewsOnTwoThreads().eval(), (x,), Streams.THREADS)
+    assert on_streams(module, "many_views", "sigmoid", "select", "many_views_2") == [0, 1, 1, 1]
+    runtime = module.runtime()
+    outside = dispatch_state()
+    for _ in range(2):
+        _SEEN.clear()
+        *_, row = runtime(x)
+        assert _SEEN == [True] * 3 and row._base is x
+        assert dispatch_state() == outside
+        with failing(), pytest.raises(ValueError, match="many_views asked to fail"):
+            runtime(x)
+        assert dispatch_state() == outside
 
 
 def op_recording_the_key() -> None:

@@ -869,12 +869,8 @@ class CodeWriter:
     ) -> str:
         head = self.head(name, guard=guard)
         claims = self.claims(name)
-        # runs of nodes below ADInplaceOrView: switched into before the first, back before the
-        # next node that keeps it (two calls of about 0.07 µs each)
-        switches = self.below_autograd and any(self.tracking_of(n) is ViewTracking.SKIPPED for n, _ in body)
-        if switches:
-            head.append("    _views_excluded = _tls_is_excluded(_ad_inplace_or_view)")
-        tracking = ViewTracking.KEPT
+        switches = TrackingSwitches.along(self, [n for n, _ in body])
+        head += ["    " + line for line in switches.state_read()]
         lines = []
         tick = "; ".join([f"_t1 = {Hook.CLOCK}()", f"{Hook.TIMES}[{{slot}}] += _t1 - _t0", "_t0 = _t1"])
         if profile:
@@ -903,10 +899,7 @@ class CodeWriter:
         for slot, (node_name, node_lines) in enumerate(body, start=1):
             if node_name is not None and node_name in takes:  # a segment taken right before its first writer
                 lines += takes[node_name] + ([tick.format(slot=0)] if profile else [])
-            wanted = self.tracking_of(node_name) if switches else None
-            if wanted is not None and wanted is not tracking:
-                lines.append(self.tracking_switch(wanted))
-                tracking = wanted
+            lines += switches.before(node_name)
             if observe and node_name is not None:
                 lines.append(f"_range = _record_function({node_label(node_name)!r}); _range.__enter__()")
             lines += node_lines
@@ -916,12 +909,9 @@ class CodeWriter:
                 lines.append(tick.format(slot=slot))
             if node_name is not None and node_name in releases:  # given back early: the release below is then free
                 lines += releases[node_name] + ([tick.format(slot=free_slot)] if profile else [])
-        if tracking is not ViewTracking.KEPT:
-            lines.append(self.tracking_switch(ViewTracking.KEPT))
+        lines += switches.back()
         lines.append(f"_result = {returned}")
-        tail = self.grad_restored()
-        if switches:  # a node that raised below it
-            tail.append(INDENT + self.tracking_switch(ViewTracking.KEPT))
+        tail = self.grad_restored() + [INDENT + line for line in switches.restored()]
         if segments:
             if profile:
                 tail.append(f"{INDENT}_t0 = {Hook.CLOCK}()")
@@ -931,6 +921,50 @@ class CodeWriter:
         if claims:
             tail.append(f"{INDENT}{Hook.UNCLAIM}(True)")
         return "\n".join(head + ["    try:"] + [INDENT + line for line in lines] + tail + ["    return _result", ""])
+
+
+@dataclass
+class TrackingSwitches:
+    """The lines switching one thread's dispatch into and out of runs of nodes below
+    ``ADInplaceOrView`` along the body entries it runs (:mod:`srbench.static.view_tracking`):
+    into it before the first node of a run, back before the next node that keeps the key (two
+    calls of about 0.07 µs each); an entry that runs either way (:meth:`CodeWriter.tracking_of`
+    says ``None``) leaves the state as it is. The state is per thread, so every thread running
+    nodes needs switches of its own: a stream program's worker thread starts with the default
+    state, whatever its caller switched (:mod:`srbench.static.stream_code`).
+
+    ``on``: whether any entry runs below the key (where the run is below the autograd keys); then
+    the thread reads its own state first (:meth:`state_read`) and gives it back in its
+    ``finally`` (:meth:`restored`), after a node that raised below the key as after a run."""
+
+    writer: CodeWriter
+    on: bool
+    tracking: ViewTracking = ViewTracking.KEPT
+
+    @classmethod
+    def along(cls, writer: CodeWriter, names: Sequence[str | None]) -> TrackingSwitches:
+        """The switches of a thread running the entries ``names`` in this order."""
+        return cls(writer, writer.below_autograd and any(writer.tracking_of(n) is ViewTracking.SKIPPED for n in names))
+
+    def state_read(self) -> list[str]:
+        """The thread's dispatch state as its run found it (what :meth:`back` restores)."""
+        return ["_views_excluded = _tls_is_excluded(_ad_inplace_or_view)"] if self.on else []
+
+    def before(self, name: str | None) -> list[str]:
+        """The switch (if any) to write before the entry ``name``'s lines."""
+        wanted = self.writer.tracking_of(name) if self.on else None
+        if wanted is None or wanted is self.tracking:
+            return []
+        self.tracking = wanted
+        return [self.writer.tracking_switch(wanted)]
+
+    def back(self) -> list[str]:
+        """After the thread's last entry: its state back, if a run below the key is still open."""
+        return self.before(None)
+
+    def restored(self) -> list[str]:
+        """The thread's ``finally`` line giving its state back (a node that raised below it)."""
+        return [self.writer.tracking_switch(ViewTracking.KEPT)] if self.on else []
 
 
 def identifiers(line: str) -> set[str]:

@@ -34,7 +34,7 @@ from typing import NamedTuple
 import torch
 
 from srbench.schedulers import Schedule
-from srbench.static.codegen import INDENT, CodeWriter, Entry, Hook, Program, identifiers
+from srbench.static.codegen import INDENT, CodeWriter, Entry, Hook, Program, TrackingSwitches, identifiers
 
 
 class StreamMode(enum.Enum):
@@ -89,10 +89,12 @@ class _Layout(NamedTuple):
 
 @dataclass(frozen=True)
 class _ThreadCode:
-    """Stream 0's lines (the body of ``forward``), the workers' function sources and names, the
-    mailbox size, and the lines stream 0 reads its results from other streams with at the end."""
+    """Stream 0's lines (the body of ``forward``) and its view-tracking switches, the workers'
+    function sources and names, the mailbox size, and the lines stream 0 reads its results from
+    other streams with at the end."""
 
     stream_0: str
+    switches_0: TrackingSwitches
     functions: tuple[str, ...]
     workers: tuple[str, ...]
     mailbox: int
@@ -143,8 +145,8 @@ class StreamCodeWriter(CodeWriter):
             source = "\n".join([*entries, profiled, observed, *code.functions])
             workers, mailbox = code.workers, code.mailbox
         else:
-            body = self._cuda_body(layout)
-            entries = [self._cuda_forward(entry, body, returned, write_back, flat) for entry in _PLAIN]
+            body, switches = self._cuda_body(layout)
+            entries = [self._cuda_forward(entry, body, switches, returned, write_back, flat) for entry in _PLAIN]
             source = "\n".join([*entries, profiled, observed])
             workers, mailbox = (), 0
         streams = StreamProgram(schedule, mode, tuple(events.values()), workers, mailbox)
@@ -177,9 +179,11 @@ class StreamCodeWriter(CodeWriter):
         unpack = ", ".join(f"in_{i}" for i in range(n)) + ("," if n == 1 else "")
         functions: list[str] = []
         stream_0 = INDENT + "    pass"  # a graph without ops (its outputs are its inputs) has no stream 0
+        switches_0 = TrackingSwitches(self, on=False)
         for stream, ops in enumerate(schedule.streams):
             worker = stream != 0
             stop = f"if {Hook.STREAMS}.failed: return" if worker else f"{Hook.STREAMS}.check()"
+            switches = TrackingSwitches.along(self, ops)  # each thread switches its own dispatch state
             chunks: list[tuple[str | None, list[str]]] = []
             present: set[str] = set()
             for op in ops:
@@ -197,24 +201,44 @@ class StreamCodeWriter(CodeWriter):
                 post = [f"_x[{slots[local]}] = {local}" for local in made]
                 if op in events:
                     post.append(f"{events[op]}.release()")
-                chunks.append((op, pre + lines_of[op] + post))
+                chunks.append((op, pre + switches.before(op) + lines_of[op] + post))
+            chunks.append((None, switches.back()))
             keep = set() if worker else crossing.returned
             body = [line for _, lines in self.with_deletes(chunks, keep) for line in lines]
             if worker:
                 head = [f"def {_worker_name(stream)}(leaves, _x):"] + ([f"    {unpack} = leaves"] if n else [])
-                functions.append("\n".join(head + ["    " + line for line in body] + [""]))
+                functions.append("\n".join(head + self._worker_body(body, switches) + [""]))
             else:
-                stream_0 = "\n".join(INDENT + "    " + line for line in body or ["pass"])
+                stream_0, switches_0 = "\n".join(INDENT + "    " + line for line in body or ["pass"]), switches
         loads = tuple(
             f"{local} = _x[{slot}]"
             for local, slot in slots.items()
             if local in crossing.returned and stream_of[crossing.definer[local]] != 0
         )
         workers = tuple(_worker_name(stream) for stream in range(1, schedule.num_streams))
-        return _ThreadCode(stream_0, tuple(functions), workers, len(slots), loads)
+        return _ThreadCode(stream_0, switches_0, tuple(functions), workers, len(slots), loads)
+
+    def _worker_body(self, body: list[str], switches: TrackingSwitches) -> list[str]:
+        """A worker's lines in the dispatch state the calling thread's run has: below the autograd
+        keys (:meth:`head`; grad mode and inference mode are the runner's, :mod:`srbench.static.stream_runner`)
+        and each node above or below ``ADInplaceOrView`` as chosen. Both are per thread: without
+        them a worker ran every node through its autograd kernel, and an output one of its out
+        variants wrote came back at another version than eager's. The thread serves every run of
+        the runtime, so its ``finally`` gives both back, after a node that raised too."""
+        enter = ["_below = _below_autograd()", "_below.__enter__()"] if self.below_autograd else []
+        restored = switches.restored() + (["_below.__exit__(None, None, None)"] if self.below_autograd else [])
+        if not restored:
+            return ["    " + line for line in body]
+        return [
+            *("    " + line for line in [*enter, *switches.state_read(), "try:"]),
+            *(INDENT + line for line in body or ["pass"]),
+            "    finally:",
+            *(INDENT + line for line in restored),
+        ]
 
     def _threads_forward(self, entry: Entry, code: _ThreadCode, returned: str, write_back: list[str]) -> str:
         lines = self.head(entry.value, guard=entry is Entry.FORWARD)
+        lines += ["    " + line for line in code.switches_0.state_read()]
         lines.append("    try:")
         if self.cleanup_slab_bytes is not None:
             lines.append(f"{INDENT}{Hook.SLAB}.resize_({self.cleanup_slab_bytes})")
@@ -228,15 +252,18 @@ class StreamCodeWriter(CodeWriter):
             f"{INDENT}    {Hook.STREAMS}.join()",
         ]
         lines += [INDENT + line for line in [*code.epilogue_loads, *write_back, f"_result = {returned}"]]
-        return "\n".join(lines + self._tail(entry))
+        return "\n".join(lines + self._tail(entry, code.switches_0))
 
     # -- CUDA -----------------------------------------------------------------------------------
 
-    def _cuda_body(self, layout: _Layout) -> list[tuple[str | None, list[str]]]:
+    def _cuda_body(self, layout: _Layout) -> tuple[list[tuple[str | None, list[str]]], TrackingSwitches]:
+        """Every op's lines in issue order, from the calling thread, with its view-tracking
+        switches (one thread: one state, whichever stream an op is issued on)."""
         schedule, lines_of, events, waits_for, crossing = layout
         stream_of = schedule.stream_of()
         current = 0
         chunks: list[tuple[str | None, list[str]]] = []
+        switches = TrackingSwitches.along(self, schedule.order)
         for op in schedule.order:
             stream = stream_of[op]
             pre = []
@@ -254,21 +281,24 @@ class StreamCodeWriter(CodeWriter):
                 post += [f"{Hook.RECORD_STREAM}({local}, {_stream_expr(other)})" for other in sorted(others - {stream})]
             if op in events:
                 post.append(f"{events[op]}.record({_stream_expr(stream)})")
-            chunks.append((op, pre + lines_of[op] + post))
+            chunks.append((op, pre + switches.before(op) + lines_of[op] + post))
+        chunks.append((None, switches.back()))
         if current != 0:
             chunks.append((None, [f"{Hook.SET_STREAM}(_main)"]))
-        return chunks
+        return chunks, switches
 
     def _cuda_forward(
         self,
         entry: Entry,
         body: list[tuple[str | None, list[str]]],
+        switches: TrackingSwitches,
         returned: str,
         write_back: list[str],
         flat: list[str],
     ) -> str:
         chunks = self.with_deletes([*body, (None, [f"{Hook.STREAMS}.end()", *write_back])], set(flat))
-        lines = [*self.head(entry.value, guard=entry is Entry.FORWARD), "    try:"]
+        lines = [*self.head(entry.value, guard=entry is Entry.FORWARD)]
+        lines += ["    " + line for line in switches.state_read()] + ["    try:"]
         if self.cleanup_slab_bytes is not None:
             lines.append(f"{INDENT}{Hook.SLAB}.resize_({self.cleanup_slab_bytes})")
         lines.append(f"{INDENT}_main = {Hook.STREAMS}.begin()")
@@ -279,12 +309,12 @@ class StreamCodeWriter(CodeWriter):
             f"{INDENT}{Hook.STREAMS}.end()",
             f"{INDENT}raise",
         ]
-        return "\n".join(lines + self._tail(entry, restore_stream=True))
+        return "\n".join(lines + self._tail(entry, switches, restore_stream=True))
 
     # -- shared ---------------------------------------------------------------------------------
 
-    def _tail(self, entry: Entry, *, restore_stream: bool = False) -> list[str]:
-        tail = self.grad_restored()
+    def _tail(self, entry: Entry, switches: TrackingSwitches, *, restore_stream: bool = False) -> list[str]:
+        tail = self.grad_restored() + [INDENT + line for line in switches.restored()]
         if restore_stream:
             tail.append(f"{INDENT}{Hook.STREAMS}.restore()")
         if self.cleanup_slab_bytes is not None:
