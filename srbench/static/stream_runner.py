@@ -16,6 +16,9 @@ once, the objects its generated code names (:class:`~srbench.static.codegen.Hook
   this project's 2-core machine; 1.8-1.9x once each thread set its count). They also take the
   caller's ``torch.inference_mode`` (per thread too): an op of a worker's stream writing an input
   the caller made under it (an inference tensor) failed outside it, where eager's call writes it.
+  The rest of the dispatch state a run sets on its thread is the generated worker function's own
+  (:meth:`~srbench.static.stream_code.StreamCodeWriter._worker_body`): below the autograd keys,
+  and each node above or below ``ADInplaceOrView`` as chosen.
 * on CUDA, :class:`CudaStreams`: the side streams, one CUDA event per waited-for op, and the
   begin/end events that order a run against what the caller queued before and after it.
 

@@ -30,6 +30,9 @@ makes one inner ``expand``: 0.02 µs); such a node is :attr:`ViewTracking.EITHER
 whichever state the nodes before it left, so it neither switches nor splits a run of skipped nodes
 (the MLP's middle layer, between the layers that make its output, which run below the key so that
 the output comes back at eager's version counter: :meth:`srbench.static.choose.Chooser._write_tracking`).
+
+The switch is per thread: on several streams each thread running nodes switches its own
+(:class:`srbench.static.codegen.TrackingSwitches`; a worker thread starts with the default state).
 """
 
 from __future__ import annotations
