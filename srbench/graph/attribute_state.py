@@ -23,8 +23,13 @@ given the very tensor object it holds, which a later call's tensors are not; pyr
 them filled with NaN answers as one without (written before read: nothing carried); every pyro
 flow of such transforms was refused. Nor is a weak reference made anew to a new object that dies
 with the call (torch 2.11's ``Transform.inv``): a weak reference is compared by the object it
-refers to, none once dead. A counter that changes no number is refused too: it is state
-all the same, which the model's next version may read.
+refers to, none once dead. Nor is a tensor each call remakes from the shapes and the module's own
+tensors before reading it (nnAudio's ``STFT.inverse`` keeps its window's sum of squares, ``w_sum``,
+for the length given): equal after a call on other inputs, and the calls' answers the same with it
+filled with other values, it is the tensor counterpart of Funnel's ``seq_len`` (tensors are compared
+by identity, so it showed as changed at every call and every nnAudio inverse STFT was refused). A
+tensor holding the data (``self.last = x``, read or not) is still state. A counter that changes no
+number is refused too: it is state all the same, which the model's next version may read.
 
 State set at the first call only and read later (a cache ``if not hasattr(self, "cache"):
 self.cache = x.clone()``, a buffer registered or a ``None`` buffer filled in forward, a layer
@@ -340,54 +345,108 @@ def _same_outputs(first: Any, second: Any) -> bool:
 
 
 def _poisoned(value: Any) -> Any:
-    """``value`` with every floating tensor in it replaced by a NaN-filled copy (another object,
-    so an identity check on it misses); ``None`` where ``value`` holds anything but tensors,
-    ``None`` and tuples of them, or no floating tensor."""
+    """``value`` with every tensor in it replaced by a copy of other values (another object, so
+    an identity check on it misses): NaN where floating, each flag negated where boolean, one
+    more where an integer; ``None`` where ``value`` holds anything but tensors, ``None`` and
+    tuples of them, or no tensor."""
     leaves = (value,) if not isinstance(value, tuple) else value
     if not all(leaf is None or isinstance(leaf, torch.Tensor) for leaf in leaves):
         return None
-    if not any(isinstance(leaf, torch.Tensor) and leaf.is_floating_point() for leaf in leaves):
+    if not any(isinstance(leaf, torch.Tensor) for leaf in leaves):
         return None
-    poisoned = tuple(
-        torch.full_like(leaf, float("nan")) if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() else leaf
-        for leaf in leaves
-    )
+    poisoned = tuple(_other_values(leaf) if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves)
     return poisoned if isinstance(value, tuple) else poisoned[0]
+
+
+def _other_values(tensor: torch.Tensor) -> torch.Tensor:
+    if tensor.is_floating_point() or tensor.is_complex():
+        return torch.full_like(tensor, float("nan"))
+    return tensor.logical_not() if tensor.dtype == torch.bool else tensor + 1
+
+
+def _caches_a_transform(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is a ``torch.distributions.Transform`` caching its last call
+    (``cache_size=1``: pyro's flows), whose caches may hold what the call was given."""
+    from torch.distributions import Transform
+
+    return isinstance(module, Transform) and getattr(module, "_cache_size", 0) == 1
+
+
+def _answers_alike(model: torch.nn.Module, inputs: Inputs, devices: list[int], expected: Any) -> bool:
+    """Whether an eager call on ``inputs`` gives ``expected``; not where it fails (an index made
+    out of range by :func:`_other_values`: the call read it)."""
+    try:
+        return _same_outputs(expected, _call(model, inputs, devices))
+    except Exception:
+        return False
 
 
 def _last_call_caches(
     model: torch.nn.Module, inputs: Inputs, devices: list[int], changed: list[tuple[str, str]]
 ) -> set[tuple[str, str]]:
-    """Of the attributes ``changed`` from call to call, those that only cache what the last call
-    computed for the tensors it was given: attributes of a module that is a
-    ``torch.distributions.Transform`` caching its last call (``cache_size=1``: pyro's flows), each
-    a tensor or a tuple of tensors and ``None`` (``_cached_x_y``, the last input and output, which
-    ``Transform.__call__`` reads only where given the very tensor object it holds; pyro's
-    ``_cached_log_scale``, ``_cache_log_detJ``, recomputed where that check misses), that a call
-    writes before it reads them: a call with one of them filled with NaN (another object) gives
-    the same answers as one after the last call. A later call's tensors are other objects, on which the
-    program computes what eager's cache misses compute; state read across calls would change
-    the answers (and a counter, no tensor, is not a candidate)."""
-    from torch.distributions import Transform
+    """Of the attributes ``changed`` from call to call (each a tensor or a tuple of tensors and
+    ``None``), those each call writes before it reads them: a call with one of them replaced by
+    other values (NaN, negated flags; another object) gives the same answers as one after the
+    last call, and leaves the attribute as that call does. Two kinds are no state then:
 
+    - the caches of a module that is a ``torch.distributions.Transform`` caching its last call
+      (``cache_size=1``: pyro's flows): ``_cached_x_y``, the last input and output, which
+      ``Transform.__call__`` reads only where given the very tensor object it holds (a later
+      call's tensors are other objects, on which the program computes what eager's cache misses
+      compute); pyro's ``_cached_log_scale``, ``_cache_log_detJ``, recomputed where that check
+      misses;
+    - on any module, a tensor remade at every call from the shapes and the module's own tensors
+      (nnAudio's ``STFT.inverse`` keeps its window's sum of squares and where it is nonzero,
+      ``w_sum`` and ``nonzero_indices``, for the length it is given): a call on other inputs
+      leaves it as the call on ``inputs`` does. It is the tensor counterpart of a length taken
+      from a shape (Funnel's ``seq_len``, accepted as a plain value), told apart only because
+      tensors are compared by identity; one that holds the data (``self.last = x``) is not.
+
+    State read across calls changes the answers or the value written (a running mean, a tensor
+    counter), and a counter that is no tensor is not a candidate: both are refused as before."""
     candidates = {}
     for path, attribute in changed:
-        module = model.get_submodule(path)
-        if isinstance(module, Transform) and getattr(module, "_cache_size", 0) == 1:
-            poisoned = _poisoned(getattr(module, attribute, None))
-            if poisoned is not None:
-                candidates[path, attribute] = poisoned
+        poisoned = _poisoned(getattr(model.get_submodule(path), attribute, None))
+        if poisoned is not None:
+            candidates[path, attribute] = poisoned
     if not candidates:
         return set()
     now = ModuleSnapshot.of(model)
     expected = _call(model, inputs, devices)
+    written = {key: _call_value(model, key) for key in candidates}
+    other = _other_inputs(inputs)
     caches = set()
     for (path, attribute), poisoned in candidates.items():  # one at a time: one read does not hide another
         now.restore()  # each call from the same state: other state the calls carry changes them alike
-        setattr(model.get_submodule(path), attribute, poisoned)
-        if _same_outputs(expected, _call(model, inputs, devices)):
-            caches.add((path, attribute))
+        module = model.get_submodule(path)
+        setattr(module, attribute, poisoned)
+        if not (_answers_alike(model, inputs, devices, expected)
+                and _same_outputs(written[path, attribute], _call_value(model, (path, attribute)))):  # fmt: skip
+            continue
+        if not _caches_a_transform(module):
+            now.restore()
+            if not _answers_made(model, other, devices) or not _same_outputs(
+                written[path, attribute], _call_value(model, (path, attribute))
+            ):
+                continue
+        caches.add((path, attribute))
+    now.restore()
     return caches
+
+
+def _call_value(model: torch.nn.Module, key: tuple[str, str]) -> Any:
+    """The attribute ``key`` (module path, name) as the last call left it, copied."""
+    value = getattr(model.get_submodule(key[0]), key[1], None)
+    return tree_map(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, value)
+
+
+def _answers_made(model: torch.nn.Module, inputs: Inputs, devices: list[int]) -> bool:
+    """Whether eager runs on ``inputs`` (the other inputs of :func:`_other_inputs`)."""
+    try:
+        _call(model, inputs, devices)
+    except Exception:
+        return False
+    return True
 
 
 def _first_call_state(
