@@ -27,14 +27,18 @@ from srbench.formatting import error_summary
 
 
 def _build(case: OutsideModel) -> Any:
-    """The model built under one seed: torch's and Python's ``random``'s (hyper-connections, in
+    """The model built under one seed: torch's, Python's ``random``'s (hyper-connections, in
     tab-transformer-pytorch and local-attention, picks each layer's residual stream by
-    ``random.randrange``: two builds under torch's seed alone differed)."""
+    ``random.randrange``: two builds under torch's seed alone differed) and numpy's global one
+    (FrEIA's ``AllInOneBlock`` draws its channel permutation by ``np.random`` or scipy's
+    ``special_ortho_group``)."""
     import random
 
+    import numpy
     import torch
 
     random.seed(0)
+    numpy.random.seed(0)
     torch.manual_seed(0)
     return case.build().eval()
 

@@ -154,6 +154,22 @@ def test_a_builder_drawing_from_pythons_random_is_built_alike():
     assert row.checks["default"].outcome is Outcome.EQUIVALENT, row.checks["default"].detail
 
 
+def test_a_builder_drawing_from_numpys_random_is_built_alike():
+    """numpy's global generator is seeded too: FrEIA's ``AllInOneBlock`` draws its channel
+    permutation by ``np.random.permutation`` (or scipy's ``special_ortho_group``), and its
+    twins differed ("builder not deterministic under its seed: inn.module_list.0.w_perm")."""
+    import numpy
+
+    def build() -> nn.Module:
+        layer = nn.Linear(4, 4)
+        with torch.no_grad():
+            layer.bias.copy_(torch.from_numpy(numpy.random.permutation(4)).float())
+        return layer
+
+    row = sweep_fresh(OutsideModel("numpy_random", "a bias drawn by np.random", build, _randn), ["default"])
+    assert row.checks["default"].outcome is Outcome.EQUIVALENT, row.checks["default"].detail
+
+
 def test_every_option_set_gets_an_instance_of_its_own():
     """Each option set is prepared on a model no one called: a model that counts its calls in a
     buffer would show a second preparation on a called instance."""
