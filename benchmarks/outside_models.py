@@ -1931,6 +1931,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round10 import tenth_round
     from benchmarks.outside_round11 import eleventh_round
     from benchmarks.outside_round12 import twelfth_round
+    from benchmarks.outside_round13 import thirteenth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -1944,6 +1945,7 @@ def outside_models() -> list[OutsideModel]:
             tenth_round,
             eleventh_round,
             twelfth_round,
+            thirteenth_round,
         )
         for case in models()
     ]
