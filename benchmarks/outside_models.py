@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 336
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 361
 models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``, the
 seventh's 37 in ``benchmarks/outside_round7.py``, the eighth's 40 in
 ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``: diffusers,
@@ -10,7 +10,9 @@ in ``benchmarks/outside_round11.py``: gpytorch, botorch, normflows, zuko, torchm
 sentence-transformers, rotary-embedding-torch and performer-pytorch models and hand-written
 patterns, the twelfth's 21 in ``benchmarks/outside_round12.py``: ncps, mambapy, torchsde, pyro,
 tab-transformer-pytorch, rtdl-revisiting-models, vector-quantize-pytorch, local-attention,
-linear-attention-transformer, siren-pytorch and pytorch-tabnet models, unavailable where those
+linear-attention-transformer, siren-pytorch and pytorch-tabnet models, the thirteenth's 25 in
+``benchmarks/outside_round13.py``: julius, asteroid-filterbanks, nnAudio, lucidrains' single-module
+libraries, FrEIA and transformers architectures no earlier round built, unavailable where those
 extras are not installed),
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
 exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions, normalisations, pixel shuffle,
@@ -57,8 +59,9 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round4.py``, ``tests/test_static_outside_round5.py``,
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
-``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py`` or
-``tests/test_static_outside_round12.py`` on the smallest model that showed it.
+``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py``,
+``tests/test_static_outside_round12.py`` or ``tests/test_static_outside_round13.py`` on the
+smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
@@ -1923,7 +1926,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to twelfth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to thirteenth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round

@@ -23,9 +23,7 @@ from benchmarks.outside_models import HF_TOLERANCE, OutsideModel, _call, _hf, _p
 from benchmarks.outside_round7 import _series_inputs
 from benchmarks.outside_round9 import _module
 from benchmarks.outside_round10 import _tokens as _ids
-
-# Float32 models of a few hundred ops at most, as the tenth to twelfth rounds.
-_TOLERANCE = dict(rtol=1e-4, atol=1e-4)
+from benchmarks.outside_round12 import _TOLERANCE, _sequences  # float32 models of a few hundred ops at most
 
 
 def thirteenth_round() -> list[OutsideModel]:
@@ -284,14 +282,11 @@ def _sequence_models() -> list[OutsideModel]:
         ids = torch.randint(0, 64, (batch, 2 * length), generator=_seeded(shape))
         return _call(ids[:, :length], ids[:, length:])
 
-    def features(shape: int) -> Any:
-        return _call(_randn(shape, (1, 3)[shape], (10, 14)[shape], 32))
-
     return [
         OutsideModel("conformer_blocks", "conformer Conformer (macaron feed-forwards, Shaw relative positions, "
-                     "depthwise GLU convolution)", conformer, features, **_TOLERANCE),
+                     "depthwise GLU convolution)", conformer, _sequences((10, 14), 32), **_TOLERANCE),
         OutsideModel("st_moe_block", "st-moe-pytorch SparseMoEBlock, top-2 of 4 experts by capacity: output "
-                     "and its balance and router z losses", Experts, features, **_TOLERANCE),
+                     "and its balance and router z losses", Experts, _sequences((10, 14), 32), **_TOLERANCE),
         OutsideModel("gateloop_lm", "gateloop-transformer LM: gate-looped attention by an associative scan "
                      "(complex gates)", gateloop, _ids((9, 13)), **_TOLERANCE),
         OutsideModel("mega_lm", "Mega-pytorch LM: multi-headed EMA by FFT convolution, Laplace attention, "
