@@ -68,18 +68,15 @@ class TensorCounter(nn.Module):
         return x * 2
 
 
-class ShapeCacheRead(nn.Module):
-    """Remakes a tensor from the shape only where the one it holds has another length: a later
-    call on the same length reads the first call's."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.positions: torch.Tensor | None = None
+class ReadBeforeRemade(nn.Module):
+    """Remakes a tensor alike at every call from the shape (equal at every call, on any
+    inputs), but reads the one the last call made first: its first call scales by one, every
+    later call by two."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.positions is None or self.positions.shape[0] != x.shape[-1]:
-            self.positions = torch.arange(x.shape[-1], dtype=x.dtype)
-        return x + self.positions
+        previous = getattr(self, "scale", torch.ones(x.shape[-1]))
+        self.scale = torch.full((x.shape[-1],), 2.0)
+        return x * previous
 
 
 @pytest.mark.parametrize(
@@ -88,21 +85,16 @@ class ShapeCacheRead(nn.Module):
 def test_a_tensor_holding_the_data_or_a_count_is_still_state(model_class, attribute):
     """Only a tensor remade alike from the shapes is exempt: one holding the call's data (which a
     call on other inputs leaves otherwise) or one a call derives from its previous value (a
-    count) is state as before, read or not."""
+    count: filled with NaN, the next value is NaN) is state as before, read or not."""
     with pytest.raises(CaptureError, match=attribute):
         StaticModule(model_class(), Inputs.of(randn(2, 5)), StaticOptions())
 
 
-def test_a_tensor_a_later_call_reads_is_not_taken_for_one_remade():
-    """A tensor kept from shape to shape and read by the next call on the same shape is no
-    tensor remade at every call (filled with NaN, it changes the next answer): it does not pass
-    as one. It is set once, so the first-call check decides: accepted there as a cache of
-    positions made from the shapes, with eager's numbers."""
-    model = ShapeCacheRead()
-    runtime = StaticModule(model, Inputs.of(randn(2, 5)), StaticOptions()).runtime()
-    for length, seed in ((5, 1), (7, 2), (5, 3)):
-        x = randn(2, length, seed=seed)
-        torch.testing.assert_close(runtime(x), model(x))
+def test_a_tensor_remade_alike_but_read_before_is_still_state():
+    """Remade alike is not enough: a tensor the call reads before remaking it carries the last
+    call's value into this one (filled with NaN, it changes the answer), and is refused."""
+    with pytest.raises(CaptureError, match="'scale'"):
+        StaticModule(ReadBeforeRemade(), Inputs.of(randn(2, 5)), StaticOptions())
 
 
 def test_nnaudios_inverse_stft_is_prepared():
