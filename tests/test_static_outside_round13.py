@@ -92,8 +92,9 @@ def test_a_tensor_holding_the_data_or_a_count_is_still_state(model_class, attrib
 
 def test_a_tensor_remade_alike_but_read_before_is_still_state():
     """Remade alike is not enough: a tensor the call reads before remaking it carries the last
-    call's value into this one (filled with NaN, it changes the answer), and is refused."""
-    with pytest.raises(CaptureError, match="'scale'"):
+    call's value into this one (filled with NaN, it changes the answer), and is refused as
+    state carried from call to call (the first-call check, after it, would refuse it too)."""
+    with pytest.raises(CaptureError, match="carries state from call to call in its attribute 'scale'"):
         StaticModule(ReadBeforeRemade(), Inputs.of(randn(2, 5)), StaticOptions())
 
 
