@@ -127,6 +127,34 @@ def fused_layers_first(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def rewrites_measured_as(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[tuple]]:
+    """Make the prepare-time comparisons of rewritten programs (:mod:`srbench.static.rewrite_choice`)
+    answer stand-in timings instead of timing, so that choices do not depend on the machine's load:
+    the n-th comparison answers the n-th of the answers given (the last again once they run out),
+    each a :class:`~srbench.static.timing.Comparison` or a pair of steady seconds per call (first
+    program, second) over the fewest rounds a comparison decides on. The candidates each
+    comparison was asked about are recorded in the list returned."""
+    from srbench.static import rewrite_choice
+    from srbench.static.timing import MIN_ROUNDS, Comparison
+
+    def measured_as(*answers: tuple[float, float] | Comparison) -> list[tuple]:
+        calls: list[tuple] = []
+        comparisons = [
+            answer if isinstance(answer, Comparison) else Comparison(*((seconds,) * MIN_ROUNDS for seconds in answer))
+            for answer in answers
+        ]
+
+        def compare(module: StaticModule, candidates: tuple, inputs: Any, threshold: float) -> Comparison:
+            calls.append(candidates)
+            return comparisons[min(len(calls), len(comparisons)) - 1]
+
+        monkeypatch.setattr(rewrite_choice, "compare", compare)
+        return calls
+
+    return measured_as
+
+
+@pytest.fixture
 def one_thread() -> Iterator[None]:
     with intra_op_threads(1):  # the machine is shared; parallel kernels only add noise
         yield

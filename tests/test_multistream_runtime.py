@@ -12,9 +12,11 @@ import builtins
 import dis
 import gc
 import random
+import statistics
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import replace
 
 import pytest
 import torch
@@ -312,7 +314,6 @@ def test_on_cuda_streams_results_equal_eager():
 def _with_twin():
     """A multistream program (parallel steps) with its one-stream twin attached, as prepare
     attaches it to a tentative schedule."""
-    from dataclasses import replace
 
     torch.manual_seed(0)
     model, x = Branches().eval(), torch.randn(3, 16)
@@ -322,35 +323,55 @@ def _with_twin():
     return several, replace(several.prepared, one_stream=twin), x
 
 
-@pytest.mark.parametrize(("medians", "kept_streams"), [((1.0, 2.0), 2), ((1.0, 1.02), 1), ((3.0, 1.0), 1)])
-def test_the_faster_program_is_kept(monkeypatch, medians, kept_streams):
+def _streams_measured_as(monkeypatch, comparison):
+    """Make the streams' prepare-time comparison answer ``comparison`` (several streams first);
+    the candidates it was asked about are recorded in the list returned."""
     from srbench.static import stream_choice
 
-    module, prepared, x = _with_twin()
-    monkeypatch.setattr(stream_choice, "interleaved_medians", lambda module, candidates, inputs: list(medians))
-    kept = stream_choice.keep_faster(module, prepared, (x,))
-    assert kept.streams_used == kept_streams and kept.one_stream is None
-    assert kept.schedule.notes["measured_seconds"] == {1: medians[1], 2: medians[0]}
+    calls: list[tuple] = []
+
+    def compare(module, candidates, inputs, threshold):
+        calls.append(candidates)
+        return comparison
+
+    monkeypatch.setattr(stream_choice, "compare", compare)
+    return calls
 
 
 @pytest.mark.parametrize(
-    ("measurements", "kept_streams"),
+    ("several", "one", "kept_streams"),
     [
-        ([(0.97, 1.0), (0.85, 1.0)], 2),  # undecided, then clearly faster: 0.91 on both
-        ([(0.93, 1.0), (1.0, 1.0)], 1),  # undecided, then no faster: 0.965 on both
-        ([(0.5, 1.0)], 2),  # clear at once: measured once
-        ([(1.2, 1.0)], 1),
+        ((1.0,) * 8, (2.0,) * 8, 2),
+        ((1.0,) * 8, (1.02,) * 8, 1),  # faster, but within the margin
+        ((3.0,) * 8, (1.0,) * 8, 1),
+        ((0.8, 1.0) * 5, (1.0,) * 10, 1),  # 0.8x in half the rounds: cannot tell, one stream stays
+        ((0.9, 0.88, 0.86, 0.91, 0.89) * 2, (1.0,) * 10, 2),  # every round clearly below 0.95
     ],
 )
-def test_a_result_close_to_the_margin_is_measured_again(monkeypatch, measurements, kept_streams):
+def test_several_streams_are_kept_only_where_measured_clearly_faster(monkeypatch, several, one, kept_streams):
     from srbench.static import stream_choice
+    from srbench.static.timing import Comparison
 
     module, prepared, x = _with_twin()
-    calls = iter(measurements)
-    monkeypatch.setattr(stream_choice, "interleaved_medians", lambda module, candidates, inputs: list(next(calls)))
+    calls = _streams_measured_as(monkeypatch, Comparison(several, one))
     kept = stream_choice.keep_faster(module, prepared, (x,))
-    assert kept.streams_used == kept_streams
-    assert next(calls, None) is None  # every measurement prepared was taken, and no more
+    assert len(calls) == 1 and kept.streams_used == kept_streams and kept.one_stream is None
+    assert kept.schedule.notes["measured_seconds"] == {1: statistics.median(one), 2: statistics.median(several)}
+
+
+def test_several_streams_are_timed_by_the_wall_clock_even_on_one_intra_op_thread():
+    """CPU time would not see what two streams do at once; the one-stream programs are timed by
+    it only where every call's work is on the calling thread."""
+    from srbench.runtimes import intra_op_threads
+    from srbench.static.timing import Clock
+
+    _, prepared, _ = _with_twin()
+    several = replace(prepared, one_stream=None)
+    with intra_op_threads(1):
+        assert Clock.for_candidates((several, prepared.one_stream)) is Clock.WALL
+        assert Clock.for_candidates((prepared.one_stream, prepared.one_stream)) is Clock.THREAD_CPU
+    with intra_op_threads(2):
+        assert Clock.for_candidates((prepared.one_stream, prepared.one_stream)) is Clock.WALL
 
 
 def test_the_measurement_runs_both_programs_on_copies_of_the_inputs():

@@ -6,20 +6,18 @@ is read by several convolutions, or whose results are concatenated in eager's la
 reorder each time, and on an inception-style block the fused program ran 1.11-1.14x eager's time
 where the program without rewrites ran 0.95x. No rule over the graph predicts that reliably, so
 the program with the rewrites and the one without are both prepared and timed on the example
-inputs (:func:`~srbench.static.timing.interleaved_medians`). The rewrites stay unless their
-program is at least :data:`MARGIN` slower: they also save memory (a batch norm folded away is an
-intermediate less), and a smaller difference is within what a prepare-time measurement on a
-shared machine can tell apart. A measurement that says "slower" is taken again, and the
-rewrites are dropped only if both say so. The transformer encoder's fused layers (as a rule 2-5%
-faster than the decomposed program, and 10% less memory) measured 8% slower in one prepare of
-sixteen under load, and the program ran decomposed. With two busy loops beside the prepares on the
-2-core machine, one measurement at a 5% margin kept them in 7 prepares of 12, two measurements in
-12 of 12 at 5% and 11 of 12 at 10% (single measurements there spread from 0.93x to 1.23x). The
-margin is the wider one: the rewrites save memory, and a difference under 10% is what one loaded
-moment shows. A rewrite that really costs time (the inception-style block above, 1.17-1.20x the
-plain program's time) measures slower both times. They are kept or dropped together, not one by
-one: each subset would need its own program, and rewrites interact (a reorder one saves another
-may need).
+inputs (:func:`~srbench.static.timing.compare`). The rewrites stay unless their program is
+clearly at least :data:`MARGIN` slower: the per-round ratio's confidence interval wholly above
+``1 + MARGIN`` (a measurement that cannot tell keeps them). They also save memory (a batch norm
+folded away is an intermediate less), and a smaller difference is what one loaded moment shows:
+the transformer encoder's fused layers (as a rule 2-5% faster than the decomposed program, and
+10% less memory) measured 8% slower in one prepare of sixteen under load, and single
+measurements with two busy loops beside the prepares on the 2-core machine spread from 0.93x to
+1.23x. Before, the rule was two measurements each finding the ratio of the medians above
+``1 + MARGIN``; under load that still flipped (see :mod:`~srbench.static.timing`). A rewrite
+that really costs time (the inception-style block above, 1.17-1.20x the plain program's time)
+measures clearly slower. They are kept or dropped together, not one by one: each subset would
+need its own program, and rewrites interact (a reorder one saves another may need).
 Dropped rewrites stay on the program as :attr:`~RewriteOutcome.SLOWER`, with both timings, for
 ``srbench profile``.
 
@@ -42,15 +40,13 @@ from srbench.static.passes import RewriteOutcome
 from srbench.static.passes.fused_transformer import PASS_NAME as FUSED_PASS
 from srbench.static.passes.lean_attention import PASS_NAME as LEAN_PASS
 from srbench.static.prepared import PreparedGraph
-from srbench.static.timing import interleaved_medians
+from srbench.static.timing import Comparison, Side, compare
 
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
 
-# The rewritten program is dropped only when it measures this much slower than the one without.
+# The rewritten program is dropped only when it measures clearly this much slower than the one without.
 MARGIN = 0.10
-# How many measurements must all find the rewritten program that much slower before it is dropped.
-MEASUREMENTS = 2
 
 
 def keep_faster_rewrites(
@@ -68,7 +64,7 @@ def keep_faster_rewrites(
     slower = _clearly_slower(module, rewritten, plain, inputs)
     if slower is None:
         return rewritten
-    reason = "with the rewrites the program measured {:.3g} ms, without them {:.3g} ms".format(*slower)
+    reason = _reason(slower, "with the rewrites", "without them")
     dropped = tuple(
         replace(rewrite, outcome=RewriteOutcome.SLOWER, reason=reason)
         if rewrite.outcome is RewriteOutcome.APPLIED
@@ -80,16 +76,18 @@ def keep_faster_rewrites(
 
 def _clearly_slower(
     module: StaticModule, first: PreparedGraph, second: PreparedGraph, inputs: Inputs | tuple
-) -> tuple[float, float] | None:
-    """Both programs' times in ms (of the last measurement) where ``first`` is clearly slower than
-    ``second``; ``None`` where one of :data:`MEASUREMENTS` measurements finds it within
-    :data:`MARGIN`."""
-    for _ in range(MEASUREMENTS):
-        medians = interleaved_medians(module, (_one_stream(first), _one_stream(second)), inputs)
-        first_ms, second_ms = (seconds * 1e3 for seconds in medians)
-        if first_ms <= (1 + MARGIN) * second_ms:
-            return None
-    return first_ms, second_ms
+) -> Comparison | None:
+    """The comparison that found ``first`` clearly at least :data:`MARGIN` slower than ``second``;
+    ``None`` where it did not (faster, within the margin, or undecided)."""
+    threshold = 1 + MARGIN
+    comparison = compare(module, (_one_stream(first), _one_stream(second)), inputs, threshold)
+    return comparison if comparison.side_of(threshold) is Side.ABOVE else None
+
+
+def _reason(slower: Comparison, first: str, second: str) -> str:
+    """Why a program was dropped, for ``srbench profile``: both medians and the per-round ratio."""
+    first_ms, second_ms = (seconds * 1e3 for seconds in slower.medians)
+    return f"{first} the program measured {first_ms:.3g} ms, {second} {second_ms:.3g} ms ({slower.describe()})"
 
 
 def prefer_lean_attention(
@@ -108,9 +106,7 @@ def prefer_lean_attention(
     slower = _clearly_slower(module, lean, other, inputs)
     if slower is None:
         return lean
-    reason = "with the lean attention the program measured {:.3g} ms, with eager's fused layers {:.3g} ms".format(
-        *slower
-    )
+    reason = _reason(slower, "with the lean attention", "with eager's fused layers")
     dropped = tuple(
         replace(rewrite, outcome=RewriteOutcome.SLOWER, reason=reason)
         if rewrite.pass_name == LEAN_PASS and rewrite.taken_by == FUSED_PASS

@@ -5,10 +5,12 @@ gives depends on the machine at the time: on an idle machine two threads run two
 once, on a busy one the GIL changes hands through the OS scheduler and every hand-off costs a
 wake-up. So at prepare time, a program on several streams whose schedule is tentative
 (:attr:`~srbench.schedulers.schedule.Schedule.tentative`) and its one-stream twin are each bound
-to a scratch runtime and run on the example inputs, in interleaved rounds, and the multistream
-program is kept only if its median is at least :data:`MARGIN` below the twin's (a result close
-to that line, :data:`UNDECIDED`, is measured again and the two are averaged). The measured
-medians are added to the kept program's schedule notes.
+to a scratch runtime and run on the example inputs, in interleaved rounds
+(:func:`~srbench.static.timing.compare`, by the wall clock: CPU time would not see what the
+streams do at once), and the multistream program is kept only if the per-round ratio (several /
+one) is clearly below ``1 - MARGIN``: its confidence interval wholly below. A measurement that
+cannot tell keeps the one stream. The measured medians are added to the kept program's schedule
+notes.
 """
 
 from __future__ import annotations
@@ -18,35 +20,31 @@ from typing import TYPE_CHECKING
 
 from srbench.inputs import Inputs
 from srbench.static.prepared import PreparedGraph
-from srbench.static.timing import interleaved_medians
+from srbench.static.timing import Side, compare
 
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
 
-# Several streams must be this much faster than one to be kept (a measurement at prepare time
-# is noisy; concurrency that does not clearly pay is not worth its threads and memory).
+# Several streams must be clearly this much faster than one to be kept (concurrency that does not
+# clearly pay is not worth its threads and memory). One measurement of the batch-32 towers spreads
+# by about 10% on an idle 2-core machine (two streams 0.86-0.90 of one in most prepares): before,
+# a ratio of the medians near the line was measured again and the two averaged.
 MARGIN = 0.05
-# A ratio (several / one) within this distance of the threshold (1 - MARGIN) is measured once
-# more and decided on both measurements: one measurement of the batch-32 towers spreads by about
-# 10% on an idle 2-core machine (two streams 0.86-0.90 of one in most prepares), enough to land
-# on either side of the threshold now and then.
-UNDECIDED = 0.05
 
 
 def keep_faster(module: StaticModule, prepared: PreparedGraph, inputs: Inputs | tuple) -> PreparedGraph:
-    """``prepared``, or its one-stream twin when that measured as fast (see the module docstring);
-    ``inputs``: the example call (or a tuple of positional arguments)."""
+    """``prepared``, or its one-stream twin unless ``prepared`` measured clearly faster (see the
+    module docstring); ``inputs``: the example call (or a tuple of positional arguments)."""
     twin = prepared.one_stream
     if twin is None:
         return prepared
     several = replace(prepared, one_stream=None)
-    medians = interleaved_medians(module, (several, twin), inputs)
-    if abs(medians[0] / medians[1] - (1 - MARGIN)) < UNDECIDED:
-        again = interleaved_medians(module, (several, twin), inputs)
-        medians = [(first + second) / 2 for first, second in zip(medians, again)]
-    faster = several if medians[0] < (1 - MARGIN) * medians[1] else twin
+    threshold = 1 - MARGIN
+    comparison = compare(module, (several, twin), inputs, threshold)
+    faster = several if comparison.side_of(threshold) is Side.BELOW else twin
     assert faster.schedule is not None
-    measured = {1: medians[1], several.streams_used: medians[0]}
+    several_seconds, one_seconds = comparison.medians
+    measured = {1: one_seconds, several.streams_used: several_seconds}
     return replace(
         faster, schedule=replace(faster.schedule, notes={**faster.schedule.notes, "measured_seconds": measured})
     )
