@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 361
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 385
 models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``, the
 seventh's 37 in ``benchmarks/outside_round7.py``, the eighth's 40 in
 ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``: diffusers,
@@ -12,8 +12,10 @@ patterns, the twelfth's 21 in ``benchmarks/outside_round12.py``: ncps, mambapy, 
 tab-transformer-pytorch, rtdl-revisiting-models, vector-quantize-pytorch, local-attention,
 linear-attention-transformer, siren-pytorch and pytorch-tabnet models, the thirteenth's 25 in
 ``benchmarks/outside_round13.py``: julius, asteroid-filterbanks, nnAudio, lucidrains' single-module
-libraries, FrEIA and transformers architectures no earlier round built, unavailable where those
-extras are not installed),
+libraries, FrEIA and transformers architectures no earlier round built, the fourteenth's 24 in
+``benchmarks/outside_round14.py``: lucidrains' attention, mixture and recurrent libraries, EGNN and
+the E(n)-transformer, torchcde, pytorch-tcn, X-UNet and transformers architectures no earlier round
+built, unavailable where those extras are not installed),
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
 exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions, normalisations, pixel shuffle,
 resampling, pytree inputs and outputs, calls written in other forms, in-place ops, view chains,
@@ -60,8 +62,8 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
 ``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py``,
-``tests/test_static_outside_round12.py`` or ``tests/test_static_outside_round13.py`` on the
-smallest model that showed it.
+``tests/test_static_outside_round12.py``, ``tests/test_static_outside_round13.py`` or
+``tests/test_static_outside_round14.py`` on the smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
@@ -1926,7 +1928,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to thirteenth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to fourteenth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -1935,6 +1937,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round11 import eleventh_round
     from benchmarks.outside_round12 import twelfth_round
     from benchmarks.outside_round13 import thirteenth_round
+    from benchmarks.outside_round14 import fourteenth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -1949,6 +1952,7 @@ def outside_models() -> list[OutsideModel]:
             eleventh_round,
             twelfth_round,
             thirteenth_round,
+            fourteenth_round,
         )
         for case in models()
     ]
