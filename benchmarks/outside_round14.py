@@ -66,9 +66,14 @@ def _attention_models() -> list[OutsideModel]:
 
         return make
 
+    def masked_with_eps(shape: int) -> Any:
+        call = _masked_sequence((10, 13), 32)(shape)
+        return _call(*call.args, **call.kwargs, eps=(1e-4, 1e-3)[shape])
+
     class Agents(torch.nn.Module):
         """Agent attention (4 agent tokens, talking heads, gating) and Taylor-series linear
-        attention (rotary, gated value heads) on the same features, each under the key mask. (Its
+        attention (rotary, gated value heads) on the same features, each under the key mask, the
+        latter's ``eps`` a Python float of the call (another at each shape). (Its
         causal form needs pytorch-fast-transformers' compiled kernel; ``remove_even_power_dups``
         indexes by a boolean mask, a size from the data: ``torch.export`` refuses it.)"""
 
@@ -79,8 +84,8 @@ def _attention_models() -> list[OutsideModel]:
             self.taylor = taylor.TaylorSeriesLinearAttn(dim=32, dim_head=8, heads=4, rotary_emb=True,
                                                         gate_value_heads=True)  # fmt: skip
 
-        def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.agent(x, mask=mask), self.taylor(x, mask=mask)
+        def forward(self, x: torch.Tensor, mask: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.agent(x, mask=mask), self.taylor(x, mask=mask, eps=eps)
 
     class Halo(torch.nn.Module):
         """HaloNet's blocked local self-attention (blocks of 4 with a halo of 2, by ``F.unfold``)
@@ -105,8 +110,8 @@ def _attention_models() -> list[OutsideModel]:
                      "sorted by Sinkhorn iterations, local heads, an input mask", Sinkhorn, masked_ids((10, 15)),
                      **_TOLERANCE),
         OutsideModel("agent_taylor_attention", "agent-attention-pytorch AgentSelfAttention under a mask and "
-                     "taylor-series-linear-attention TaylorSeriesLinearAttn (rotary, gated values)", Agents,
-                     _masked_sequence((10, 13), 32), **_TOLERANCE),
+                     "taylor-series-linear-attention TaylorSeriesLinearAttn (rotary, gated values, eps a float "
+                     "argument)", Agents, masked_with_eps, **_TOLERANCE),
         OutsideModel("halo_botnet", "halonet-pytorch HaloAttention (blocks with halos by F.unfold) and "
                      "bottleneck-transformer-pytorch BottleStack (2-D relative positions)", Halo,
                      lambda shape: _call(_randn(shape, (1, 3)[shape], 3, 8, 8)), **_TOLERANCE),
@@ -240,12 +245,27 @@ def _points(nodes: tuple[int, int], width: int | None) -> Callable[[int], Any]:
 
 def _equivariant_models() -> list[OutsideModel]:
     """E(n)-equivariant networks on point clouds: EGNN and the E(n)-transformer."""
+    import torch
 
-    def egnn() -> Any:
-        return _module("egnn_pytorch").EGNN_Network(num_tokens=16, dim=16, depth=2, num_nearest_neighbors=4,
-                                                     global_linear_attn_every=1, global_linear_attn_heads=2,
-                                                     global_linear_attn_dim_head=8, num_global_tokens=2,
-                                                     coor_weights_clamp_value=2.0)  # fmt: skip
+    class Egnn(torch.nn.Module):
+        """An ``EGNN_Network`` asked for each layer's coordinates too (``return_coor_changes``, a
+        Python bool of the call): node features, coordinates and the list of coordinates."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            egnn = _module("egnn_pytorch")
+            self.network = egnn.EGNN_Network(num_tokens=16, dim=16, depth=2, num_nearest_neighbors=4,
+                                             global_linear_attn_every=1, global_linear_attn_heads=2,
+                                             global_linear_attn_dim_head=8, num_global_tokens=2,
+                                             coor_weights_clamp_value=2.0)  # fmt: skip
+
+        def forward(self, feats: torch.Tensor, coors: torch.Tensor, mask: torch.Tensor,
+                    return_coor_changes: bool) -> tuple[Any, ...]:  # fmt: skip
+            return self.network(feats, coors, mask=mask, return_coor_changes=return_coor_changes)
+
+    def egnn_inputs(shape: int) -> Any:
+        call = _points((8, 11), None)(shape)
+        return _call(*call.args, **call.kwargs, return_coor_changes=True)
 
     def en_transformer() -> Any:
         return _module("en_transformer").EnTransformer(dim=16, depth=2, dim_head=32, heads=2, neighbors=4,
@@ -254,7 +274,8 @@ def _equivariant_models() -> list[OutsideModel]:
 
     return [
         OutsideModel("egnn_network", "egnn-pytorch EGNN_Network: 4 nearest neighbours by topk on distances, "
-                     "global linear attention, a node mask; features and coordinates", egnn, _points((8, 11), None),
+                     "global linear attention, a node mask; features, coordinates and each layer's as a list", Egnn,
+                     egnn_inputs,
                      **_TOLERANCE),
         OutsideModel("en_transformer", "En-transformer EnTransformer: equivariant attention over 4 nearest "
                      "neighbours, relative positions, talking heads, a mask", en_transformer, _points((8, 11), 16),
@@ -267,10 +288,14 @@ def _signal_models() -> list[OutsideModel]:
     import torch
 
     class NeuralCDE(torch.nn.Module):
-        """A neural CDE as torchcde's README writes it: the model takes the natural cubic spline's
-        coefficients (made beforehand by ``natural_cubic_coeffs``), builds the ``CubicSpline``,
-        and integrates its vector field with fixed-step RK4 (``cdeint``, no adjoint); the state
-        at the end read out."""
+        """A neural CDE on torchcde's ``CubicSpline``: the model takes the natural cubic spline's
+        coefficients (made beforehand by ``natural_cubic_coeffs``, which checks the path for NaN,
+        a data-dependent ``if``) and the observation times, and integrates its vector field
+        against the spline's derivative by 8 Euler steps from the first time to the last; it
+        returns the state read out and the spline's values at the query times. (torchcde's own
+        ``cdeint`` integrates by torchdiffeq or torchsde, whose checks that the times increase
+        are data-dependent ``assert``s: ``torch.export`` refuses both, as the tenth and twelfth
+        rounds found.)"""
 
         def __init__(self) -> None:
             super().__init__()
@@ -279,28 +304,21 @@ def _signal_models() -> list[OutsideModel]:
                                              torch.nn.Tanh())  # fmt: skip
             self.readout = torch.nn.Linear(8, 2)
 
-        def forward(self, coeffs: torch.Tensor) -> torch.Tensor:
-            torchcde = _module("torchcde")
-            spline = torchcde.CubicSpline(coeffs)
-            z0 = self.initial(spline.evaluate(spline.interval[0]))
-            field = Field(self.field)
-            z = torchcde.cdeint(X=spline, func=field, z0=z0, t=spline.interval, adjoint=False, method="rk4",
-                                options=dict(step_size=0.5))  # fmt: skip
-            return self.readout(z[:, -1])
-
-    class Field(torch.nn.Module):
-        def __init__(self, net: torch.nn.Module) -> None:
-            super().__init__()
-            self.net = net
-
-        def forward(self, t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-            return self.net(z).view(*z.shape[:-1], 8, 3)
+        def forward(self, coeffs: torch.Tensor, times: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            spline = _module("torchcde").CubicSpline(coeffs, times)
+            step = (times[-1] - times[0]) / 8
+            z = self.initial(spline.evaluate(times[0]))
+            for k in range(8):
+                slope = spline.derivative(times[0] + k * step)
+                z = z + step * (self.field(z).view(*z.shape[:-1], 8, 3) @ slope[..., None]).squeeze(-1)
+            return self.readout(z), spline.evaluate(query)
 
     def coefficients(shape: int) -> Any:
         batch, steps = (1, 3)[shape], (6, 9)[shape]
-        times = torch.linspace(0, 1, steps).expand(batch, steps)[..., None]
-        path = torch.cat([times, _randn(shape, batch, steps, 2).cumsum(1)], dim=-1)
-        return _call(_module("torchcde").natural_cubic_coeffs(path))
+        times = torch.linspace(0, steps - 1, steps)
+        path = torch.cat([times.expand(batch, steps)[..., None], _randn(shape, batch, steps, 2).cumsum(1)], dim=-1)
+        query = torch.rand(5, generator=_seeded(shape)) * (steps - 1)
+        return _call(_module("torchcde").natural_cubic_coeffs(path, times), times, query)
 
     def xunet() -> Any:
         return _module("x_unet").XUnet(dim=8, channels=3, dim_mults=(1, 2), num_blocks_per_stage=(1, 1),
@@ -312,8 +330,9 @@ def _signal_models() -> list[OutsideModel]:
                                                 one_kv_head=True)  # fmt: skip
 
     return [
-        OutsideModel("torchcde_neural_cde", "torchcde CubicSpline from natural cubic coefficients, cdeint by "
-                     "fixed-step RK4 (no adjoint)", NeuralCDE, coefficients, **_TOLERANCE),
+        OutsideModel("torchcde_neural_cde", "torchcde CubicSpline from natural cubic coefficients: a neural CDE "
+                     "by Euler steps on its derivative, its values at query times", NeuralCDE, coefficients,
+                     **_TOLERANCE),
         OutsideModel("x_unet_nested", "x-unet XUnet (2-D): a nested U-Net stage, ResNet blocks, "
                      "self-attention at the bottom", xunet,
                      lambda shape: _call(_randn(shape, (1, 3)[shape], 3, (16, 32)[shape], (16, 32)[shape])),
