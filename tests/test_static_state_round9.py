@@ -152,17 +152,28 @@ class WithRunningTotal(nn.Module):
         return self.inner(x) * 2
 
 
-@pytest.mark.parametrize("options", [StaticOptions(), StaticOptions(decompose=True)], ids=["defaults", "decompose"])
-def test_a_sub_modules_buffer_assigned_anew_is_refused_with_its_name(options):
+@pytest.mark.parametrize(
+    "options", [*OPTIONS, None], ids=lambda options: "plugin" if options is None else static_options_id(options)
+)
+def test_a_sub_modules_buffer_assigned_anew_is_a_new_tensor_after_every_call(options):
     """torch.export records a buffer assigned anew only on the root module: a sub-module's
-    (``self.total = self.total + ...`` in its forward) is never written by the graph, so the
+    (``self.total = self.total + ...`` in its forward) was never written by the graph, so the
     program read the first total at every call and left the buffer as it was (other numbers from
-    the second call on, silently). The eager call preparing makes sees the new values; the buffer
-    is named."""
-    model = WithRunningTotal()
-    with pytest.raises(CaptureError, match=r"assigns the buffer 'inner\.total' anew"):
-        StaticModule(model, (randn(2, 3),), options)
-    assert not model.inner.total.any()
+    the second call on, silently); then it was refused, named. The graph now writes it as
+    export writes the root's (``srbench.graph.buffer_writes``, the fourteenth round), and after
+    each call the buffer is a new tensor holding eager's values, as the root's is. Preparing
+    leaves it as it was."""
+    model, twin = WithRunningTotal(), WithRunningTotal()
+    original = model.inner.total
+    runtime = _runner(model, options)
+    assert model.inner.total is original and not original.any()
+    for seed in range(3):
+        held = model.inner.total
+        with torch.no_grad():
+            expected = twin(randn(2, 3, seed=seed))
+        torch.testing.assert_close(runtime(randn(2, 3, seed=seed)), expected, rtol=0, atol=0)
+        torch.testing.assert_close(model.inner.total, twin.inner.total, rtol=0, atol=0)
+        assert model.inner.total is not held
 
 
 class LazyCache(nn.Module):

@@ -27,6 +27,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
+from srbench.graph.buffer_writes import sub_module_buffers_written
 from srbench.graph.eager_paths import eager_inference_paths
 from srbench.graph.generators import explicit_generator, generator_argument, lifted_generator
 from srbench.graph.module_snapshot import module_kept
@@ -348,8 +349,16 @@ def capture(
         # input may not update an inference tensor; a copy (memory sharing kept) is a normal one
         inputs = inputs.clone()
     # module_kept: what forward set on the model while export traced it (a FakeTensor attribute
-    # or buffer, first-call state) is taken off again (see srbench.graph.module_snapshot)
-    with _EXPORT_LOCK, torch.no_grad(), eager_inference_paths(model), module_kept(model):
+    # or buffer, first-call state) is taken off again (see srbench.graph.module_snapshot);
+    # sub_module_buffers_written: a sub-module's buffer assigned anew is written in the graph, as
+    # export writes the root's (see srbench.graph.buffer_writes)
+    with (
+        _EXPORT_LOCK,
+        torch.no_grad(),
+        eager_inference_paths(model),
+        module_kept(model),
+        sub_module_buffers_written(model),
+    ):
         try:
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"

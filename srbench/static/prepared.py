@@ -231,7 +231,8 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
         raise CaptureError(
             name,
             f"the forward assigns the buffer {lost[0]!r} anew (a new tensor with other values at each call), "
-            "and torch.export's graph never writes it (it loses a buffer of a sub-module assigned anew), so "
+            "and torch.export's graph never writes it (assigned past `Module.__setattr__`, into the module's "
+            "`_buffers` table, where neither export nor srbench sees the assignment), so "
             "the program would leave it as it was where eager's calls change it (and read its first value "
             "at every call). Write it in place (`self.last.copy_(new)`), or keep it in the model itself",
         )
