@@ -25,6 +25,10 @@ from benchmarks.outside_round9 import _module
 from benchmarks.outside_round10 import _tokens as _ids
 from benchmarks.outside_round12 import _TOLERANCE, _sequences  # float32 models of a few hundred ops at most
 
+# A transformers model of a round: (name, model class, config class, the output's field or None for
+# the whole output, the config, the inputs by shape).
+HfCase = tuple[str, str, str, str | None, dict[str, Any], Callable[[int], Any]]
+
 
 def thirteenth_round() -> list[OutsideModel]:
     """The thirteenth round's models, library by library."""
@@ -337,7 +341,7 @@ def _transformers_models() -> list[OutsideModel]:
     decoder = dict(encoder, use_cache=False)
     audio = dict(encoder, conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
                  num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)  # fmt: skip
-    models: list[tuple[str, str, str, str | None, dict[str, Any], Callable[[int], Any]]] = [
+    models: list[HfCase] = [
         ("hf_mpnet", "MPNetModel", "MPNetConfig", "last_hidden_state", encoder, _tokens(1000)),
         ("hf_big_bird_block_sparse", "BigBirdModel", "BigBirdConfig", "last_hidden_state",
          dict(encoder, attention_type="block_sparse", block_size=4, num_random_blocks=2, max_position_embeddings=128),
@@ -364,6 +368,11 @@ def _transformers_models() -> list[OutsideModel]:
               encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
               encoder_ffn_dim=32, decoder_ffn_dim=32, distribution_output="student_t"), _series_inputs),
     ]  # fmt: skip
+    return _hf_cases(models)
+
+
+def _hf_cases(models: list[HfCase]) -> list[OutsideModel]:
+    """One case per :data:`HfCase`, called as a user calls it, at the transformers tolerance."""
     return [
         OutsideModel(name, f"transformers {cls}, small, {out or 'its whole output'}",
                      _hf(cls, config_class, out, **cfg), inputs, **HF_TOLERANCE)

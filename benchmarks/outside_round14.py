@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.outside_models import HF_TOLERANCE, OutsideModel, _call, _hf, _pixels, _randn, _seeded, _tokens
+from benchmarks.outside_models import OutsideModel, _call, _pixels, _randn, _seeded, _tokens
 from benchmarks.outside_round9 import _module
 from benchmarks.outside_round10 import _tokens as _ids
 from benchmarks.outside_round12 import _TOLERANCE, _sequences  # float32 models of a few hundred ops at most
-from benchmarks.outside_round13 import _masked_sequence
+from benchmarks.outside_round13 import HfCase, _hf_cases, _masked_sequence
 
 
 def fourteenth_round() -> list[OutsideModel]:
@@ -346,7 +346,7 @@ def _transformers_models() -> list[OutsideModel]:
     """transformers architectures no earlier round built, from small configs."""
     encoder = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000)
     decoder = dict(encoder, use_cache=False)
-    models: list[tuple[str, str, str, str | None, dict[str, Any], Callable[[int], Any]]] = [
+    models: list[HfCase] = [
         ("hf_bamba", "BambaForCausalLM", "BambaConfig", "logits",
          dict(decoder, num_key_value_heads=2, attn_layer_indices=[1], mamba_n_heads=4, mamba_d_head=32,
               mamba_n_groups=1, mamba_d_state=16, mamba_chunk_size=8, mamba_expand=2), _tokens(1000)),
@@ -384,11 +384,7 @@ def _transformers_models() -> list[OutsideModel]:
         ("hf_siglip2_naflex", "Siglip2VisionModel", "Siglip2VisionConfig", "pooler_output",
          dict(encoder, num_channels=3, num_patches=16, patch_size=4), _naflex_patches),
     ]  # fmt: skip
-    return [
-        OutsideModel(name, f"transformers {cls}, small, {out or 'its whole output'}",
-                     _hf(cls, config_class, out, **cfg), inputs, **HF_TOLERANCE)
-        for name, cls, config_class, out, cfg, inputs in models
-    ]  # fmt: skip
+    return _hf_cases(models)
 
 
 def _naflex_patches(shape: int) -> Any:
