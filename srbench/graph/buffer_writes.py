@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 from torch.nn.modules.module import register_module_buffer_registration_hook
 
 
@@ -35,13 +36,20 @@ class _Assignments:
     root: torch.nn.Module
     running: bool = False
     replaced: dict[tuple[int, str], tuple[torch.nn.Module, str, torch.Tensor]] = field(default_factory=dict)
+    sub_modules: frozenset[int] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.sub_modules = frozenset(id(module) for module in self.root.modules() if module is not self.root)
 
     def note(self, module: torch.nn.Module, name: str, value: Any) -> Any:
-        """The buffer-registration hook: an assignment by a sub-module's forward keeps the tensor
-        it replaces (the first, for a buffer assigned more than once); the value is stored as given."""
+        """The buffer-registration hook (process-wide): an assignment by a sub-module's forward
+        while export traces it keeps the traced tensor it replaces (the first, for a buffer
+        assigned more than once); the value is stored as given. Another module's (another
+        thread's), and a real tensor's (an eager call), are left alone."""
         key = (id(module), name)
         old = module._buffers.get(name)
-        if self.running and module is not self.root and key not in self.replaced and isinstance(old, torch.Tensor):
+        if (self.running and id(module) in self.sub_modules and key not in self.replaced
+                and isinstance(old, torch.Tensor) and is_fake(old)):  # fmt: skip
             self.replaced[key] = (module, name, old)
         return value
 
