@@ -8,6 +8,7 @@ once under fake tensors, which accepts far more models than TorchDynamo's strict
 
 from __future__ import annotations
 
+import copy
 import enum
 import itertools
 import operator
@@ -16,7 +17,7 @@ import re
 import sysconfig
 import threading
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch.export import ExportedProgram
@@ -24,6 +25,7 @@ from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils import _pytree as pytree
 
 from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
@@ -133,6 +135,33 @@ class CapturedGraph:
     @property
     def graph(self) -> torch.fx.Graph:
         return self.graph_module.graph
+
+    def copy(self) -> CapturedGraph:
+        """This capture with a graph, graph module and signature of its own, which preparing may
+        change (rewrites, dead code removed) while this one stays as captured: the static runtime
+        prepares its candidate programs (rewrites or none, lean attention or fused layers) from one
+        capture, where each ran ``torch.export`` again (about 1.2 s a capture of the zoo's
+        ``transformer_encoder``; a copy takes milliseconds). The tensors (parameters, buffers,
+        constants, inputs), the nodes' metadata (fake tensors, read only) and the call structure are
+        shared, not copied."""
+        exported = self.exported
+        tensors = (
+            *exported.state_dict.values(),
+            *exported.constants.values(),
+            *exported.graph_module.parameters(),
+            *exported.graph_module.buffers(),
+            *pytree.tree_leaves(exported.example_inputs),
+            *self.example_inputs.tensors(),
+        )
+        shared = (*tensors, exported.module_call_graph, exported.range_constraints)
+        copied = copy.deepcopy(exported, {id(value): value for value in shared})
+        renamed = False
+        for original, node in zip(self.graph.nodes, copied.graph.nodes):
+            if node.name != original.name:  # fx renames a node named as a builtin ('input' -> 'input_1')
+                node.name, renamed = original.name, True  # the name the signature gives
+        if renamed:
+            copied.graph_module.recompile()
+        return replace(self, exported=copied, graph_module=copied.graph_module)
 
 
 def _outputs_sharing_state(exported: ExportedProgram) -> frozenset[int]:

@@ -20,7 +20,7 @@ from srbench.static.errors import InputSignatureError
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
 from srbench.static.passes import FUSED_LAYER_PASSES, PASSES, Pass
 from srbench.static.peak import measured_peak
-from srbench.static.prepared import PreparedGraph, prepare_graph
+from srbench.static.prepared import PreparedGraph, capture_graph, prepare_graph
 from srbench.static.rewrite_choice import keep_faster_rewrites, prefer_lean_attention
 from srbench.static.runtime import StaticRuntime
 from srbench.static.signature import InputSignature, in_form, positional_names
@@ -88,6 +88,11 @@ class StaticModule:
         return InputSignature.of(inputs, self.argument_names)
 
     def _prepare(self, inputs: Inputs, signature: InputSignature) -> PreparedGraph:
+        """The program for calls like ``inputs``, cached. Where choices are measured, several
+        candidate programs may be prepared: all from one capture, each from a copy of it (a
+        prepare changes its graph), so the capture's checks and its eager call run once."""
+        captured = capture_graph(self.model, inputs, self.options, name=self.name)
+
         def prepared_under(options: StaticOptions, passes: Sequence[Pass] = PASSES) -> PreparedGraph:
             return prepare_graph(
                 self.model,
@@ -98,6 +103,7 @@ class StaticModule:
                 argument_names=self.argument_names,
                 measure_peak=functools.partial(measured_peak, self, inputs=inputs) if options.measure_choices else None,
                 passes=passes,
+                captured=captured.copy() if self.options.measure_choices else captured,
             )
 
         prepared = prepared_under(self.options)

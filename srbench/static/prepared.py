@@ -95,7 +95,7 @@ class PreparedGraph:
     output_arena: tuple[ManagedTensor, ...]
     program: Program
     device: torch.device
-    seconds: float
+    seconds: float  # preparing, from the capture on (the capture is shared by the candidates)
     rewrites: tuple[Rewrite, ...] = ()  # what the prepare-time passes did, and refused with the reason
     schedule: Schedule | None = None  # the scheduler's answer, when several streams were asked for
     # a tentative multistream program's one-stream twin, until prepare time measures which is faster
@@ -202,6 +202,18 @@ def _placeholder_values(
             values[node.name] = operator.attrgetter(node.target)(captured.graph_module)
             constant.add(node.name)
     return values, user, constant
+
+
+def capture_graph(model: torch.nn.Module, inputs: Inputs, options: StaticOptions, *, name: str) -> CapturedGraph:
+    """``model`` captured at ``inputs`` as :func:`prepare_graph` takes it: lowered with
+    ``options.decompose`` unless inputs share memory (see the module docstring), after the checks
+    of what a capture cannot hold (:func:`_capture`); a control-flow op's sub-block, already
+    captured with its model, is copied with the metadata of ``inputs``."""
+    inputs = inputs.canonical()
+    if isinstance(model, Subgraph):
+        return capture_subgraph(model, inputs, name=name)
+    decompose = options.decompose and not InputSignature.of(inputs).shares_memory
+    return _capture(model, inputs, name=name, decompose=decompose)
 
 
 def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bool) -> CapturedGraph:
@@ -522,10 +534,13 @@ def prepare_graph(
     argument_names: Sequence[str] = (),
     measure_peak: Callable[[PreparedGraph], int] | None = None,
     passes: Sequence[Pass] = PASSES,
+    captured: CapturedGraph | None = None,
 ) -> PreparedGraph:
     """Prepare ``model`` for calls like ``inputs`` (see the module docstring); ``argument_names``
     name the model's positional parameters, for messages; ``passes``: the rewrites proposed
-    (with ``options.rewrite``), in order. ``measure_peak``: the bytes a run of
+    (with ``options.rewrite``), in order. ``captured``: the model's capture at ``inputs``
+    (:func:`capture_graph` under the same ``decompose``), which preparing changes; captured now
+    where not given. ``measure_peak``: the bytes a run of
     a program holds at its peak, measured; where given, fallback results are served from the slab
     (:mod:`srbench.static.serving`) only if that does not raise it: a served result's bytes stay
     held in the slab where eager may have freed and reused them (``transformer_encoder``'s fused
@@ -538,13 +553,9 @@ def prepare_graph(
     start = time.perf_counter()
     inputs = inputs.canonical()  # the placeholders follow the keyword arguments' name order
     signature = InputSignature.of(inputs, argument_names)
-    decompose = options.decompose and not signature.shares_memory
-    rebound: dict[str, tuple[dict[str, Any], str]] = {}
-    if isinstance(model, Subgraph):  # a control-flow op's sub-block: already captured with its model
-        captured = capture_subgraph(model, inputs, name=name)
-    else:
-        captured = _capture(model, inputs, name=name, decompose=decompose)
-        rebound = _rebound_state(captured, model)
+    if captured is None:
+        captured = capture_graph(model, inputs, options, name=name)
+    rebound = _rebound_state(captured, model)
     graph = captured.graph
     mutations = _mutation_outputs(captured) | _assignments_as_outputs(graph, rebound)
     rebound = {name: entry for name, entry in rebound.items() if name in mutations.values()}  # each written
