@@ -86,6 +86,11 @@ class StaticOptions:
     and kept only where they are not clearly slower (:mod:`srbench.static.rewrite_choice`,
     :mod:`srbench.static.stream_choice`); off, they are kept as proposed, so a program does not
     depend on the timing (tests of the rewrites themselves, or memory before speed).
+    ``max_signatures``: how many input signatures (shapes, strides, scalar values, memory sharing)
+    keep a prepared program, the example's always among them; a new one past that evicts the
+    least recently used other, whose memory each runtime gives back at its next switch of program
+    (a server called with ever new sequence lengths grew without bound). At least 2 (the
+    example's and the one called); 8 as torch.compile's ``recompile_limit``.
     """
 
     planner: str = _option(
@@ -196,6 +201,15 @@ class StaticOptions:
             help="keep rewrites and several streams only where they measure faster at prepare time",
             schema=_BOOLEAN,
             id_part=lambda value: None if value else "unmeasured",
+        ),
+    )
+    max_signatures: int = _option(
+        8,
+        OptionInfo(
+            axis="max_signatures",
+            help="input signatures (shapes, scalars) that keep a program; a new one evicts the least recently used",
+            schema={"type": "integer", "minimum": 2},
+            id_part=lambda value: None if value == 8 else f"sig{value}",
         ),
     )
 

@@ -6,7 +6,7 @@ import functools
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import CodeType
 
 import torch
@@ -27,6 +27,14 @@ from srbench.static.signature import InputSignature, in_form, positional_names
 from srbench.static.stream_choice import keep_faster
 
 
+@dataclass(frozen=True)
+class _Program:
+    """A cached program: the prepared graph and its generated functions, compiled."""
+
+    prepared: PreparedGraph
+    code: dict[str, CodeType]
+
+
 class StaticModule:
     """A model prepared once for the static runtime: shared, read-only, safe across threads.
 
@@ -38,7 +46,11 @@ class StaticModule:
     shapes, strides, scalar values or memory sharing are prepared the same way on first sight and
     cached by signature, so a plan is never reused for a call it was not made for; calls of
     another structure, leaf kind, dtype or device are refused (:meth:`check_inputs`). Only the
-    cache changes after construction, under a lock.
+    cache changes after construction, under a lock. It keeps the programs of at most
+    ``options.max_signatures`` signatures, the example's always among them: past that, preparing a
+    new one evicts the least recently used other (used: a runtime switched to it, on its slow path;
+    calls of the signature a runtime ran last take no lock). Each runtime drops an evicted
+    program, and gives back the memory only it needed, at its next switch of program.
 
     Like PyTorch's Static Runtime (which takes frozen modules), this assumes the model's
     parameters and buffers keep their values after preparing, except where the model itself
@@ -62,6 +74,9 @@ class StaticModule:
         if not isinstance(options, StaticOptions):
             raise TypeError(f"options must be StaticOptions, got {type(options).__name__}")
         get_planner(options.planner)  # an unknown planner fails now, with the nearest names
+        bound = options.max_signatures
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 2:
+            raise ValueError(f"max_signatures must be an integer of at least 2, got {bound!r}")
         self.model = model
         self.options = options
         self.name = name
@@ -69,12 +84,14 @@ class StaticModule:
         self.argument_names = tuple(positional_names(model.forward, len(example.args)))
         self.keyword_names = frozenset(example.kwargs)
         self._lock = threading.Lock()
-        self._prepared: dict[tuple, PreparedGraph] = {}
-        self._code: dict[tuple, dict[str, CodeType]] = {}
+        self._programs: dict[tuple, _Program] = {}  # by signature key, the least recently used first
+        self.evictions = 0  # programs evicted so far: a runtime looks for them where this changed
         start = time.perf_counter()
         cache_enabled = torch.is_autocast_cache_enabled()
+        example_signature = self.signature_of(example)
+        self._example_key = example_signature.key
         try:
-            self.prepared = self._prepare(example, self.signature_of(example))
+            self.prepared = self._prepare(example, example_signature)
         except BaseException as error:
             # preparing ran the model's ops, an autocast region of its own among them, with none
             # active (capture refuses an ambient one); a sub-block prepares within its parent's
@@ -115,29 +132,51 @@ class StaticModule:
             prepared = keep_faster(self, prepared, inputs)
         else:
             prepared = replace(prepared, one_stream=None)
-        self._code[signature.key] = prepared.program.compiled(self.name)
-        self._prepared[signature.key] = prepared
+        self._programs[signature.key] = _Program(prepared, prepared.program.compiled(self.name))
+        self._evict()
         return prepared
 
+    def _evict(self) -> None:
+        """Drop the least recently used programs past ``options.max_signatures``; never the
+        example's, which :attr:`prepared` holds anyway (evicted, it would free nothing and be
+        prepared again), nor the one just prepared (the bound is at least 2)."""
+        over = len(self._programs) - self.options.max_signatures
+        if over <= 0:
+            return
+        for key in [key for key in self._programs if key != self._example_key][:over]:
+            del self._programs[key]
+            self.evictions += 1
+
+    def holds(self, prepared: PreparedGraph) -> bool:
+        """Whether ``prepared`` is still the cached program of its signature (not evicted)."""
+        found = self._programs.get(prepared.key)
+        return found is not None and found.prepared is prepared
+
     def code(self, prepared: PreparedGraph) -> dict[str, CodeType]:
-        """The compiled generated functions of a prepared graph, by name."""
-        return self._code[prepared.key]
+        """The compiled generated functions of a prepared graph, by name: compiled anew where
+        it was evicted (a runtime binding it after another thread's call evicted it)."""
+        found = self._programs.get(prepared.key)  # one read: the program and its code together
+        if found is not None and found.prepared is prepared:
+            return found.code
+        return prepared.program.compiled(self.name)
 
     def prepared_for(self, inputs: Inputs | tuple) -> PreparedGraph:
-        """The prepared graph for calls like ``inputs``, prepared now if new (after
-        :meth:`check_inputs`)."""
+        """The prepared graph for calls like ``inputs``, prepared now if new or evicted (after
+        :meth:`check_inputs`); it becomes the most recently used."""
         inputs = Inputs.coerce(inputs)
         signature = self.check_inputs(inputs)
         with self._lock:
-            found = self._prepared.get(signature.key)
+            found = self._programs.pop(signature.key, None)
             if found is None:
-                found = self._prepare(inputs, signature)
-            return found
+                return self._prepare(inputs, signature)
+            self._programs[signature.key] = found  # put back last
+            return found.prepared
 
     @property
     def shapes_prepared(self) -> int:
-        """How many input signatures have a program (shapes, strides, scalars, sharing)."""
-        return len(self._prepared)
+        """How many input signatures have a program (shapes, strides, scalars, sharing): at most
+        ``options.max_signatures``."""
+        return len(self._programs)
 
     def expected_signature(self) -> str:
         return self.signature.describe()

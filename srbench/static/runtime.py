@@ -7,6 +7,11 @@ then one call of generated code. One slab serves every input shape the runtime h
 storage grows to the largest plan, and views made for smaller plans stay valid because resizing
 a storage keeps its identity. With ``cleanup_activations`` the storage is resized to 0 after each
 run and back before the next, a single call each way.
+
+A program the module evicts (past ``max_signatures``) is dropped at the runtime's next switch of
+program (its slow path): its bound state goes, and where the slab (or the output arena) is larger
+than the programs left need, the runtime starts on fresh storage and binds those again on their
+next use, so the evicted program's bytes are given back.
 """
 
 from __future__ import annotations
@@ -24,12 +29,12 @@ import torch
 from srbench.graph.ambient_autocast import leave_autocast
 from srbench.inputs import Inputs
 from srbench.static.calls import invoke
-from srbench.static.codegen import Entry, RuntimeHooks
+from srbench.static.codegen import Entry, Hook, RuntimeHooks
 from srbench.static.errors import ConcurrentUseError, ambient_autocast_error
 from srbench.static.page_release import release_pages
 from srbench.static.prepared import ManagedTensor, PreparedGraph
 from srbench.static.slab_schedule import Release, SlabLayout
-from srbench.static.stream_runner import bind_streams
+from srbench.static.stream_runner import ThreadStreams, bind_streams
 
 if TYPE_CHECKING:
     from srbench.static.module import StaticModule
@@ -74,6 +79,20 @@ def _slab_views(
     return views
 
 
+def _layout(prepared: PreparedGraph) -> SlabLayout:
+    """The segments of ``prepared``'s slab (one, where its slab is not given back in parts)."""
+    program = prepared.program
+    return program.slab if program.slab is not None else SlabLayout.whole(prepared.slab_bytes)
+
+
+def _close(bound: BoundProgram) -> None:
+    """Let a dropped program's stream threads end (they would wait for runs until the runtime
+    is collected)."""
+    runner = bound.hooks.streams.get(Hook.STREAMS)
+    if isinstance(runner, ThreadStreams):
+        runner.close()
+
+
 class StaticRuntime:
     """Runs a :class:`~srbench.static.StaticModule` from one thread; create one per thread with
     ``module.runtime()``. ``run(*args, **kwargs)`` (or calling the runtime) takes what the model
@@ -95,6 +114,7 @@ class StaticRuntime:
             self._arena = torch.empty(0, dtype=torch.uint8, device=device)
         self._segments: list[torch.Tensor] = []  # the slab's other segments (see slab_schedule)
         self._bound: dict[tuple, BoundProgram] = {}
+        self._evictions_seen = 0  # the module's evictions when this runtime last dropped its own
         self._forward: Callable[..., Any] | None = None
         self._token = [True]  # present while no call runs: see codegen.RuntimeHooks
         self._launcher: ThreadPoolExecutor | None = None
@@ -173,13 +193,49 @@ class StaticRuntime:
         return ConcurrentUseError(self.module.name)
 
     def bind(self, inputs: Inputs | tuple) -> BoundProgram:
-        """The program for calls like ``inputs``, bound to this runtime (made on first use)."""
-        inputs = Inputs.coerce(inputs)
-        key = self.module.check_inputs(inputs).key
-        bound = self._bound.get(key)
-        if bound is None:
-            bound = self._bound[key] = self._bind(self.module.prepared_for(inputs))
+        """The program for calls like ``inputs``, bound to this runtime (made on first use, and
+        again where the module evicted and prepared it anew)."""
+        prepared = self.module.prepared_for(inputs)  # the most recently used now
+        self._drop_evicted()
+        bound = self._bound.get(prepared.key)
+        if bound is None or bound.prepared is not prepared:
+            bound = self._bound[prepared.key] = self._bind(prepared)
         return bound
+
+    def _drop_evicted(self) -> None:
+        """Drop the programs the module evicted; where the storage is then larger than the
+        programs left need, start on fresh storage (see the module docstring)."""
+        evictions = self.module.evictions
+        if evictions == self._evictions_seen:
+            return
+        self._evictions_seen = evictions
+        evicted = [key for key, bound in self._bound.items() if not self.module.holds(bound.prepared)]
+        if not evicted:
+            return
+        for key in evicted:
+            _close(self._bound.pop(key))
+        self._forward = None  # perhaps an evicted program's: the next call finds its own
+        if self._holds_more_than_needed():
+            for bound in self._bound.values():
+                _close(bound)
+            self._bound = {}
+            device = self._slab.device
+            with torch.inference_mode(False):  # see _bind
+                self._slab = torch.empty(0, dtype=torch.uint8, device=device)
+                self._arena = torch.empty(0, dtype=torch.uint8, device=device)
+            self._segments = []
+
+    def _holds_more_than_needed(self) -> bool:
+        """Whether a storage (the slab's segments, the output arena) holds more bytes than the
+        largest bound program needs of it."""
+        held = [tensor.untyped_storage().nbytes() for tensor in (self._slab, *self._segments)]
+        needed = [0] * len(held)
+        arena = 0
+        for bound in self._bound.values():
+            for index, segment in enumerate(_layout(bound.prepared).segments):
+                needed[index] = max(needed[index], segment.size)
+            arena = max(arena, bound.prepared.arena_bytes)
+        return any(h > n for h, n in zip(held, needed)) or self.arena_bytes > arena
 
     def _bind(self, prepared: PreparedGraph, code: Mapping[str, CodeType] | None = None) -> BoundProgram:
         """``prepared`` bound to this runtime's memory; ``code``: its compiled functions, when not
@@ -192,7 +248,7 @@ class StaticRuntime:
 
     def _bind_now(self, prepared: PreparedGraph, code: Mapping[str, CodeType] | None) -> BoundProgram:
         program = prepared.program
-        layout = program.slab if program.slab is not None else SlabLayout.whole(prepared.slab_bytes)
+        layout = _layout(prepared)
         while len(self._segments) < len(layout.segments) - 1:
             self._segments.append(torch.empty(0, dtype=torch.uint8, device=prepared.device))
         storages = [tensor.untyped_storage() for tensor in (self._slab, *self._segments)]
