@@ -95,6 +95,7 @@ def test_only_srbench_reads_the_static_options():
         "streams",
         "scheduler",
         "measure_choices",
+        "max_signatures",
     }
     for name in ("eager", "torchscript", "static_runtime", "compile", "onnxruntime"):
         assert get_runtime(name).honours == ()
