@@ -186,6 +186,25 @@ def test_stream_threads_end_with_their_runtime(one_thread):
     assert not any(thread.is_alive() for thread in mine)
 
 
+def test_stream_threads_of_an_evicted_program_end(one_thread):
+    """A program evicted past ``max_signatures`` lets its stream threads go at the runtime's next
+    switch of program, not when the runtime is collected."""
+    model, _, module = branches_module(4, max_signatures=2, measure_choices=False)
+    runtime = module.runtime()
+    before = _stream_threads()
+    runtime(torch.randn(5, 16))
+    evicted = _stream_threads() - before
+    assert len(evicted) == 3
+    y = torch.randn(7, 16)
+    got = runtime(y)  # a third signature: the program for 5 rows goes
+    assert module.shapes_prepared == 2
+    deadline = time.monotonic() + 5
+    while any(thread.is_alive() for thread in evicted) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(thread.is_alive() for thread in evicted)
+    torch.testing.assert_close(got, model(y))
+
+
 def test_every_global_of_the_stream_functions_is_bound():
     _, x, module = branches_module(4)
     runtime = module.runtime()
