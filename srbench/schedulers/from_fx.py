@@ -15,13 +15,16 @@ given and to have effects. Which ops draw is srbench's decision per node, made w
 runtime resolves the graph on example values (:attr:`~srbench.static.resolve.Resolution.draws`:
 an eval-mode ``dropout`` or ``lstm`` carries torch's ``nondeterministic_seeded`` tag and answers
 fixed values, so it is ordered by its data only); from the graph alone (no values run) every
-tagged op may draw.
+tagged op may draw. Placeholders whose values share a storage (two inputs that are slices of one
+tensor, a buffer registered as a slice of another) are distinct nodes in the graph, so their
+accesses are ordered as one storage's where :func:`shared_placeholders` names them.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 import torch
 import torch.fx
@@ -52,6 +55,25 @@ def _has_effects(node: torch.fx.Node, draws: Collection[str] | None) -> bool:
     return target is not operator.getitem
 
 
+def shared_placeholders(values: Mapping[str, Any]) -> dict[str, str]:
+    """Each placeholder whose tensor value shares a storage with another's (by its example
+    value, which the program's input signature and the module's state keep), mapped to the first
+    of them: the graph sees separate nodes where one write changes what the other reads."""
+    first: dict[tuple[torch.device, int], str] = {}
+    shared: dict[str, str] = {}
+    for name, value in values.items():
+        if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
+            continue
+        storage = value.untyped_storage()
+        if storage.nbytes() == 0:
+            continue
+        owner = first.setdefault((value.device, storage.data_ptr()), name)
+        if owner != name:
+            shared[name] = owner
+            shared.setdefault(owner, owner)
+    return shared
+
+
 def op_graph(
     graph: torch.fx.Graph,
     analysis: LifetimeAnalysis,
@@ -61,12 +83,16 @@ def op_graph(
     cost_model: CostModel = DEFAULT_COST_MODEL,
     estimate: Callable[[torch.fx.Node, CostModel], float] = estimate_seconds,
     draws: Collection[str] | None = None,
+    shared: Mapping[str, str] | None = None,
 ) -> OpGraph:
     """The ops of ``graph`` that run (``runs``, default every ``call_function`` node), with
     dependencies as the module docstring says, and costs: ``measured`` seconds where given
     (prepare-time timings), else estimated from shapes. ``draws``: the ops that draw random
     numbers, as srbench decided them on example values; ``None`` where none were run (every op
-    torch tags ``nondeterministic_seeded`` may draw)."""
+    torch tags ``nondeterministic_seeded`` may draw). ``shared``: placeholders' storages that are
+    one storage (:func:`shared_placeholders`)."""
+    same = shared or {}
+    storage_of = {node: same.get(storage, storage) for node, storage in analysis.storage_of.items()}
     produced_by: dict[str, frozenset[str]] = {}  # node -> the running ops its value comes from
     last_write: dict[str, str] = {}
     reads_since: dict[str, set[str]] = {}
@@ -82,8 +108,8 @@ def op_graph(
             continue
         name = node.name
         needs: set[str] = set().union(*(produced_by.get(a.name, frozenset()) for a in inputs))
-        read = {analysis.storage_of[a.name] for a in inputs if a.name in analysis.storage_of}
-        written = {analysis.storage_of[a.name] for a in _written_arguments(node) if a.name in analysis.storage_of}
+        read = {storage_of[a.name] for a in inputs if a.name in storage_of}
+        written = {storage_of[a.name] for a in _written_arguments(node) if a.name in storage_of}
         for storage in read | written:
             if storage in last_write:
                 needs.add(last_write[storage])

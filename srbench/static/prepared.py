@@ -43,6 +43,7 @@ from srbench.memory.records import TensorUsageRecord
 from srbench.options import StaticOptions
 from srbench.planners import DEFAULT_PLANNER, PlanResult, plan_memory
 from srbench.schedulers import Schedule
+from srbench.schedulers.from_fx import shared_placeholders
 from srbench.static import page_release
 from srbench.static.blocks import control_flow_blocks
 from srbench.static.choose import Chooser, NodePlan, RunAs, written_storages
@@ -781,6 +782,7 @@ def prepare_graph(
             device,
             multi.slab_records,
             multi.arena_records,
+            shared_placeholders(values),
         )
         schedule = streams.schedule
         if schedule.num_streams == 1:  # the scheduler keeps one stream: the one-stream program

@@ -69,13 +69,15 @@ def plan_streams(
     device: torch.device,
     slab_records: Sequence[TensorUsageRecord],
     arena_records: Sequence[TensorUsageRecord],
+    shared: Mapping[str, str] | None = None,
 ) -> StreamPlan:
     """Schedule ``ops`` (the nodes that run code each run) and plan memory for the schedule.
 
     On CUDA the prepare-time timings measured kernel launches, not kernels, so costs are
     estimated from shapes there. On the CPU the cores free now and a thread hand-off are
     measured (:func:`~srbench.schedulers.costs.with_measured_machine`): on a busy machine the
-    scheduler then keeps one stream."""
+    scheduler then keeps one stream. ``shared``: placeholders that are one storage
+    (:func:`~srbench.schedulers.from_fx.shared_placeholders`), whose accesses keep the graph's order."""
     mode = StreamMode.for_device(device)
     threads = mode is StreamMode.THREADS
     graph_of_ops = op_graph(
@@ -85,6 +87,7 @@ def plan_streams(
         measured=measured_seconds(plans, resolutions) if threads else None,
         cost_model=with_measured_machine(DEFAULT_COST_MODEL, options.streams) if threads else CUDA_COST_MODEL,
         draws={name for name, resolution in resolutions.items() if resolution.draws},
+        shared=shared,
     )
     schedule = schedule_graph(graph_of_ops, options.scheduler, streams=options.streams)
     if schedule.num_streams == 1:
