@@ -473,53 +473,20 @@ def test_stream_threads_run_with_the_callers_intra_op_threads():
         torch.set_num_threads(previous)
 
 
-class SharedStorageState(torch.nn.Module):
-    """A buffer registered as a slice of another: forward writes the whole, then reads the part
-    (the outside sweep's ``shared_storage_state``)."""
+@pytest.mark.parametrize("name", ["shared_storage_state", "overlapping_arguments"])
+def test_inputs_sharing_a_storage_keep_the_graphs_order_on_several_streams(one_thread, name):
+    """The outside sweep's models whose graph inputs share a storage (a buffer registered as a
+    slice of another, written whole then read; two slices of one tensor as arguments, the first
+    written) are separate placeholders: the read of one was scheduled beside (before) the write of
+    the other on two streams, and answered the old values. Checked by the sweep's protocol."""
+    from benchmarks import outside_models
+    from srbench.measure.equivalence import eager_answer
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("full", torch.zeros(8))
-        self.register_buffer("part", self.full[:4])
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        self.full.copy_(torch.cat([x.mean(0), x.amax(0)]))
-        return x * self.part.exp().sum(), self.part * 2
-
-
-class Overlapping(torch.nn.Module):
-    """Writes its first argument, reads its second (the outside sweep's ``overlapping_arguments``)."""
-
-    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        a.mul_(2).add_(1)
-        return b * 3, a.sum(-1)
-
-
-FORCED_STREAMS = StaticOptions(streams=2, scheduler="parallel_steps", measure_choices=False)
-
-
-def test_buffers_sharing_a_storage_keep_the_graphs_order_on_several_streams(one_thread):
-    """``full`` and ``part`` are separate placeholders of the graph; the read of ``part`` was
-    scheduled beside (before) the write of ``full`` on two streams, and answered the old values."""
-    x = torch.randn(3, 4)
-    module = StaticModule(SharedStorageState(), (x,), FORCED_STREAMS)
-    runtime = module.runtime()
-    assert module.prepared_for((x,)).streams_used == 2
-    for call in (x, torch.randn(3, 4), x):
-        expected = SharedStorageState()(call)
-        for got, want in zip(runtime(call), expected, strict=True):
-            torch.testing.assert_close(got, want)
-
-
-def test_overlapping_arguments_keep_the_graphs_order_on_several_streams(one_thread):
-    """Two slices of one tensor as arguments, the first written, the second read: the read ran
-    on the other stream before the writes."""
-    base = torch.randn(4, 10)
-    eager_base, static_base = base.clone(), base.clone()
-    expected = Overlapping()(eager_base[:, :6], eager_base[:, 3:9])
-    module = StaticModule(Overlapping(), (base[:, :6], base[:, 3:9]), FORCED_STREAMS)
-    assert module.prepared_for((base[:, :6], base[:, 3:9])).streams_used == 2
-    got = module.runtime()(static_base[:, :6], static_base[:, 3:9])
-    for answer, want in zip(got, expected, strict=True):
-        torch.testing.assert_close(answer, want)
-    torch.testing.assert_close(static_base, eager_base)
+    case = next(case for case in outside_models.outside_models() if case.name == name)
+    calls = [case.make_inputs(0), case.make_inputs(1)]
+    options = StaticOptions(streams=2, scheduler="parallel_steps", measure_choices=False)
+    assert StaticModule(case.build(), calls[0].clone(), options).prepared_for(calls[0]).streams_used == 2
+    model = case.build().eval()
+    expected = [eager_answer(model, call) for call in calls]
+    check, _ = outside_models._check_option_set(model, case, calls, expected, options, plugin=False)
+    assert check.outcome is outside_models.Outcome.EQUIVALENT, check.detail
