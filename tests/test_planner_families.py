@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from srbench.memory.instances import hard_instance
-from srbench.memory.records import TensorUsageRecord, align_up, lower_bound
+from srbench.memory.records import MemoryPlan, TensorUsageRecord, align_up, lower_bound
 from srbench.planners import plan_memory, planner_names
 from srbench.planners._placement import aligned_peak, as_table
 
@@ -150,8 +150,17 @@ def test_every_planner_plans_every_family_validly_and_deterministically(name, fa
     assert result.plan.total_bytes >= result.lower_bound == lower_bound(records)
     assert result.plan.total_bytes <= sum(align_up(r.size, alignment) for r in records)
     again = _plan(name, list(records), alignment).plan
-    if name != "exact" or (result.plan.proven_optimal and again.proven_optimal):
-        assert dict(again.offsets) == dict(result.plan.offsets)  # a search the clock cut short may differ
+    if name != "exact" or all(_not_cut_short(plan) for plan in (result.plan, again)):
+        assert dict(again.offsets) == dict(result.plan.offsets)
+
+
+def _not_cut_short(plan: MemoryPlan) -> bool:
+    """Whether the clock left ``exact``'s plan as it would be given all the time: proven optimal
+    with every starting heuristic run. A search the clock cut short may differ between calls, and
+    so may a plan proven optimal by the bound alone where the heuristics the clock skipped would
+    have won with another packing of the same total (a part too large to search keeps the
+    heuristics' offsets: seen on torch 2.14's run of the suite beside another, load 4-5)."""
+    return plan.proven_optimal and "skipped_heuristics" not in plan.notes
 
 
 @pytest.mark.parametrize("family", FAMILIES)
