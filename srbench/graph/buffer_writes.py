@@ -36,7 +36,7 @@ class _Assignments:
     root: torch.nn.Module
     running: bool = False
     replaced: dict[tuple[int, str], tuple[torch.nn.Module, str, torch.Tensor]] = field(default_factory=dict)
-    sub_modules: frozenset[int] = frozenset()
+    sub_modules: frozenset[int] = field(init=False)
 
     def __post_init__(self) -> None:
         self.sub_modules = frozenset(id(module) for module in self.root.modules() if module is not self.root)
