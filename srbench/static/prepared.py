@@ -34,6 +34,7 @@ from srbench.graph import CapturedGraph, CaptureError, capture
 from srbench.graph.attribute_state import refuse_carried_state
 from srbench.graph.capture import refuse_uninitialized
 from srbench.graph.eager_layout import give_eager_layouts
+from srbench.graph.inert_autocast import NO_AUTOCAST, UNKNOWN, run_inert_regions_plain
 from srbench.graph.lowered_program import lowered_program_failure
 from srbench.graph.subgraph import Subgraph, capture_subgraph
 from srbench.inputs import Inputs
@@ -560,6 +561,8 @@ def prepare_graph(
     graph = captured.graph
     mutations = _mutation_outputs(captured) | _assignments_as_outputs(graph, rebound)
     rebound = {name: entry for name, entry in rebound.items() if name in mutations.values()}  # each written
+    # a sub-block runs within its parent's autocast state; a program the runtime calls, under none
+    run_inert_regions_plain(captured.graph_module, UNKNOWN if isinstance(model, Subgraph) else NO_AUTOCAST)
     graph.eliminate_dead_code()
     values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
     rewrites = rewrite_graph(captured, model, values, options, passes)

@@ -164,7 +164,10 @@ class StaticRuntime:
         run one at a time, in order, since the runtime's slab serves one run at a time; with
         ``manage_output_tensors`` a result stays valid until the next run. The run uses the
         caller's intra-op thread count (a new thread's OpenMP count is the machine's, not
-        ``torch.set_num_threads``'s)."""
+        ``torch.set_num_threads``'s). A call under an autocast the caller entered is refused here,
+        as ``run`` refuses it: the runtime's thread does not have it, and would run it uncast."""
+        if _any_autocast():
+            raise ambient_autocast_error()
         if self._launcher is None:
             self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="srbench-run")
         return self._launcher.submit(self._run_with_threads, torch.get_num_threads(), args, kwargs)
