@@ -16,6 +16,7 @@ import enum
 import math
 import operator
 import time
+from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType
@@ -655,7 +656,6 @@ class CodeWriter:
         self.shared.setdefault("_input_names", self.signature.paths)
         self.shared.setdefault("_sharing_of", sharing_of)
         self.shared.setdefault("_g_sharing", self.signature.sharing)
-        self.shared.setdefault("_tree_flatten", pytree.tree_flatten)
         self.shared.setdefault("_record_function", record_function)
 
     def make_program(self, source: str, timed: tuple[TimedNode, ...], streams: StreamProgram | None = None) -> Program:
@@ -721,8 +721,9 @@ class CodeWriter:
         miss hook: every container's type and length (a dict's keys through the lookups), every
         scalar's type and value, every tensor's shape, strides, dtype and device, and, for a
         program that needs it, that the tensors share memory as they did at prepare time.
-        Tuples, lists and dicts are read directly; other registered containers (named tuples,
-        ...) through pytree."""
+        Tuples, lists, dicts and named tuples are read directly; other registered containers
+        (dataclasses, ...) through their registered flatten, one level at a time (the whole
+        ``pytree.tree_flatten`` and a spec comparison took about 5 us each)."""
         lines: list[str] = []
         checks: list[str] = []
         leaf = iter(range(len(self.signature.leaves)))
@@ -740,10 +741,26 @@ class CodeWriter:
                 for key, child in zip(keys, spec.children()):
                     bind(child, f"{temp}[{self.render(key)}]")
                 return
-            lines.append(f"{temp}, {temp}_spec = _tree_flatten({expr})")
-            checks.append(f"{temp}_spec != {self.constant(spec, 'in_spec')}")
-            for index in range(spec.num_leaves):
-                lines.append(f"in_{next(leaf)} = {temp}[{index}]")
+            if spec.type is namedtuple:  # every named tuple's node type: its class is the context
+                lines.append(f"{temp} = {expr}")
+                named = self.constant(spec.context, "type")
+                checks.append(f"type({temp}) is not {named} or len({temp}) != {spec.num_children}")
+                for index, child in enumerate(spec.children()):
+                    bind(child, f"{temp}[{index}]")
+                return
+            # one level of pytree.tree_flatten, as the spec's own comparison checks it: the node's
+            # type (exact: tree_flatten looks it up by type), its registered flatten applied to it
+            # only where that type matches, then the context and the count of children
+            node_type = self.constant(spec.type, "type")
+            flatten = self.constant(pytree.SUPPORTED_NODES[spec.type].flatten_fn, "flatten")
+            lines.append(f"{temp}_node = {expr}")
+            lines.append(
+                f"{temp}, {temp}_context = {flatten}({temp}_node) if type({temp}_node) is {node_type} else ((), None)"
+            )
+            checks.append(f"type({temp}_node) is not {node_type} or len({temp}) != {spec.num_children}")
+            checks.append(f"{temp}_context != {self.constant(spec.context, 'in_context')}")
+            for index, child in enumerate(spec.children()):
+                bind(child, f"{temp}[{index}]")
 
         args_spec, kwargs_spec = self.signature.structure.children()
         checks.append(f"len(args) != {args_spec.num_children}")
