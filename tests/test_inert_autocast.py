@@ -236,3 +236,30 @@ def test_a_call_on_a_runtime_thread_under_the_callers_autocast_is_refused():
         with pytest.raises(AmbientAutocastError):
             runtime.run_async(_x())
     torch.testing.assert_close(runtime.run_async(_x()).result(), model(_x()), rtol=0, atol=0)
+
+
+class CudaRegions(nn.Module):
+    """A float16 cuda region (it casts) and a disabled cuda one (off where it runs), on CUDA."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.autocast("cuda", dtype=torch.float16):
+            cast = self.linear(x)
+        return cast, _rotate(self.linear(x))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_a_casting_region_is_kept_and_a_disabled_one_runs_plain():
+    model = CudaRegions().eval().cuda()
+    x = _x().cuda()
+    assert _region_kinds(model, (x,)) == ["wrap_with_autocast"]
+    run = StaticModule(model, (x,)).runtime()
+    with torch.no_grad():
+        expected = model(x)
+    for _ in range(2):
+        got = run(x)
+        assert [g.dtype for g in got] == [e.dtype for e in expected] == [torch.float16, torch.float32]
+        torch.testing.assert_close(got, expected)  # CUDA's kernels: default tolerances
