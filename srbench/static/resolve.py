@@ -76,6 +76,7 @@ from srbench.static.eager_kernels import eager_out_call, has_backend_kernel
 from srbench.static.errors import OutVariantWarning, UnsupportedOpError
 from srbench.static.gathers import constant_index_gather, folded_view, gathered_copy, view_chain
 from srbench.static.out_variants import OutVariantRegistry
+from srbench.static.region_calls import LEANER_CALLS
 from srbench.static.serving import Serving, find_serving
 from srbench.static.timing import device_barrier
 from srbench.static.view_tracking import ViewTracking, measured_tracking
@@ -628,7 +629,7 @@ class Resolver:
         if not callable(target):
             raise UnsupportedOpError(str(target), node.name, "its target is not callable")
         kind = op_kind(target)
-        call = Call(kind, target, node.args, dict(node.kwargs))
+        call = Call(kind, LEANER_CALLS.get(target, target), node.args, dict(node.kwargs))
         ok, result = _try(lambda: invoke(call, self.env))
         if not ok:
             raise UnsupportedOpError(kind, node.name, f"calling it failed: {result}")
