@@ -31,13 +31,13 @@ class CastThenGrad(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.linear = nn.Linear(4, 4)
+        self.body = Body()
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            cast = self.linear(x)
+            (cast,) = self.body(x)
         with torch.enable_grad():
-            tracked = self.linear(x) * 2
+            (tracked,) = self.body(x * 2)
         return cast, tracked
 
 
