@@ -263,3 +263,28 @@ def test_on_cuda_a_casting_region_is_kept_and_a_disabled_one_runs_plain():
         got = run(x)
         assert [g.dtype for g in got] == [e.dtype for e in expected] == [torch.float16, torch.float32]
         torch.testing.assert_close(got, expected)  # CUDA's kernels: default tolerances
+
+
+class EnabledAroundBranchAndParallelWork(nn.Module):
+    """A bfloat16 cpu region around a ``cond`` (kept as ``_enter_autocast``/``_exit_autocast``
+    calls) and four independent chains a scheduler can spread over streams."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.cond(x.sum() > 0, lambda v: v.sin(), lambda v: v.cos(), (x,))
+            return self.a(y).relu(), self.b(y).relu(), self.a(x).tanh(), self.b(x).tanh()
+
+
+@pytest.mark.parametrize("streams", [2, 4])
+def test_a_region_entered_by_a_call_keeps_its_ops_on_the_thread_that_entered_it(streams):
+    """Forced onto several streams, ops of the region ran on other threads, where it does not
+    hold (float32 out where eager gives bfloat16), and its exit on a thread other than its
+    enter's left the caller's thread under autocast."""
+    model = EnabledAroundBranchAndParallelWork().eval()
+    options = StaticOptions(streams=streams, scheduler="parallel_steps", measure_choices=False)
+    _same_as_eager(model, (_x(),), options)
+    assert StaticModule(model, (_x(),), options).prepared.streams_used == 1

@@ -36,6 +36,7 @@ from srbench.graph.capture import refuse_uninitialized
 from srbench.graph.eager_layout import give_eager_layouts
 from srbench.graph.inert_autocast import NO_AUTOCAST, UNKNOWN, run_inert_regions_plain
 from srbench.graph.lowered_program import lowered_program_failure
+from srbench.graph.nodes import enters_autocast
 from srbench.graph.subgraph import Subgraph, capture_subgraph
 from srbench.inputs import Inputs
 from srbench.memory.hosting import NO_HOSTING, Hosting, estimated_peak, plan_hosting, validate_hosting
@@ -470,6 +471,15 @@ class _Choice:
     run_buffers: tuple[RunBuffer, ...] = ()
 
 
+def _region_held_by_thread(graph_module: torch.fx.GraphModule, device: torch.device) -> bool:
+    """Whether the program enters an autocast region by a call (``_enter_autocast``, kept: see
+    srbench.graph.inert_autocast) and would run its streams on threads: the region holds for the
+    thread that entered it only, so another stream's thread ran the region's ops uncast (float32
+    where eager gives bfloat16), and an exit run on a thread other than the enter's left the
+    caller's thread with autocast on. Such a program runs on one stream."""
+    return StreamMode.for_device(device) is StreamMode.THREADS and enters_autocast(graph_module)
+
+
 def _plan(records: Sequence[TensorUsageRecord], planner: str) -> PlanResult | None:
     return plan_memory(records, planner) if records else None
 
@@ -769,7 +779,7 @@ def prepare_graph(
             return prepared_with(choice, plan, output_plan, program, **streams)
 
         single = choose(reuse=True)
-        if options.streams == 1:
+        if options.streams == 1 or _region_held_by_thread(captured.graph_module, device):
             return one_stream(single)
         multi = choose(reuse=False)
         writer = writer_of(StreamCodeWriter, multi)
