@@ -1928,7 +1928,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to fourteenth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to fifteenth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -1938,6 +1938,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round12 import twelfth_round
     from benchmarks.outside_round13 import thirteenth_round
     from benchmarks.outside_round14 import fourteenth_round
+    from benchmarks.outside_round15 import fifteenth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -1953,6 +1954,7 @@ def outside_models() -> list[OutsideModel]:
             twelfth_round,
             thirteenth_round,
             fourteenth_round,
+            fifteenth_round,
         )
         for case in models()
     ]
