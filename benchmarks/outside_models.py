@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 385
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 413
 models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``, the
 seventh's 37 in ``benchmarks/outside_round7.py``, the eighth's 40 in
 ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``: diffusers,
@@ -15,7 +15,10 @@ linear-attention-transformer, siren-pytorch and pytorch-tabnet models, the thirt
 libraries, FrEIA and transformers architectures no earlier round built, the fourteenth's 24 in
 ``benchmarks/outside_round14.py``: lucidrains' attention, mixture and recurrent libraries, EGNN and
 the E(n)-transformer, torchcde, pytorch-tcn, X-UNet and transformers architectures no earlier round
-built, unavailable where those extras are not installed),
+built, the fifteenth's 28 in ``benchmarks/outside_round15.py``: lucidrains' language, memory, vision,
+multimodal, geometric and time-series libraries, two hand-written decoders keeping their key-value
+caches as the caller's, and transformers architectures no earlier round built, unavailable where those
+extras are not installed),
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
 exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions, normalisations, pixel shuffle,
 resampling, pytree inputs and outputs, calls written in other forms, in-place ops, view chains,
