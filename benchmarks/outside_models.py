@@ -42,7 +42,9 @@ For each model, in one process, one model at a time, one intra-op thread:
    that is an input, a view of one, or another output, as eager's are; at shape 0 only before
    the sixth round) and for each output's strides (``srbench.measure.layout``: its memory
    format, as eager's), and
-   through the ``srbench`` runtime plugin as suites call it;
+   through the ``srbench`` runtime plugin as suites call it, and from two threads at once
+   (``threads2``, ``threads2_forced``: one prepared module, a runtime per thread, 20 overlapping
+   calls each, ``benchmarks/outside_threads.py``);
 3. the time per call of eager (under ``torch.inference_mode``, as the eager runtime plugin) and
    of srbench with default options, medians of interleaved rounds on shape 0; the ratio
    srbench / eager is what the table shows. On a shared machine these ratios move by several
@@ -1980,7 +1982,10 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
     "streams2_forced": {"streams": 2, "scheduler": "parallel_steps", "measure_choices": False},
     "streams4_forced": {"streams": 4, "scheduler": "parallel_steps", "measure_choices": False},
 }
-CHECKS = (*OPTION_SETS, "plugin")  # every check: the option sets, then the runtime plugin
+# the concurrency checks (``benchmarks/outside_threads.py``): one module prepared under the option
+# set named, two threads calling it at once through a runtime each
+THREAD_CHECKS: dict[str, str] = {"threads2": "default", "threads2_forced": "streams2_forced"}
+CHECKS = (*OPTION_SETS, "plugin", *THREAD_CHECKS)  # every check: the option sets, the plugin, the threads
 
 
 def _export_refusal(model: Any, inputs: Any) -> str | None:
@@ -2025,10 +2030,15 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
 
 def check_named(model: Any, case: OutsideModel, calls: Sequence[Any], expected: Sequence[Any],
                 name: str) -> tuple[Check, Any]:  # fmt: skip
-    """:func:`_check_option_set` under the check named ``name`` (one of :data:`CHECKS`)."""
+    """:func:`_check_option_set` under the check named ``name`` (one of :data:`CHECKS`), or the
+    concurrency check under its option set (no runtime for timing then)."""
     from srbench.options import StaticOptions
 
-    options = StaticOptions(**OPTION_SETS.get(name, {}))
+    options = StaticOptions(**OPTION_SETS.get(THREAD_CHECKS.get(name, name), {}))
+    if name in THREAD_CHECKS:
+        from benchmarks.outside_threads import check_threads
+
+        return check_threads(model, case, calls, expected, options), None
     return _check_option_set(model, case, calls, expected, options, plugin=name == "plugin")
 
 
