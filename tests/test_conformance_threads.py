@@ -25,12 +25,14 @@ class Blocking:
     def __init__(self) -> None:
         self.armed = False
         self.inside = threading.Event()
+        self.entries = threading.Semaphore(0)  # one per call held
         self.release = threading.Event()
         self.reenter: object = None
 
     def __call__(self, x, *, out):
         if self.armed:
             self.inside.set()
+            self.entries.release()
             if self.reenter is not None:
                 self.reenter(x)
             assert self.release.wait(10)
@@ -176,3 +178,81 @@ def test_outputs_never_track_gradients_even_with_grad_mode_on(one_thread):
     model = TanhMLP().eval()
     out = StaticModule(model, (torch.randn(2, 8),)).runtime()(torch.randn(2, 8))
     assert torch.is_grad_enabled() and out.grad_fn is None and not out.requires_grad
+
+
+class WritesThenReads(torch.nn.Module):
+    """The outside sweep's ``writes_inputs_and_state`` pattern: a buffer written from the input,
+    then read after other ops (a ``tanh`` the test can hold) in the same call."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.register_buffer("last_mean", torch.zeros(8))
+
+    def forward(self, x):
+        self.last_mean.copy_(x.mean(0))
+        return torch.tanh(self.linear(x)) * 2 + self.last_mean
+
+
+def _state_writing_pool(options: StaticOptions) -> tuple[torch.nn.Module, RuntimePool, Blocking]:
+    blocking = Blocking()
+    registry = OutVariantRegistry()
+    registry.register("aten::tanh", blocking)
+    torch.manual_seed(0)
+    model = WritesThenReads().eval()
+    module = StaticModule(model, (torch.randn(2, 8),), options, name="writes_then_reads", out_variants=registry)
+    return model, RuntimePool(module), blocking
+
+
+STATE_OPTIONS = [
+    StaticOptions(),
+    StaticOptions(streams=2, scheduler="parallel_steps", measure_choices=False),
+]
+
+
+@pytest.mark.parametrize("options", STATE_OPTIONS, ids=["defaults", "streams2_forced"])
+def test_runtimes_of_a_model_writing_its_buffer_take_turns(options, one_thread):
+    """Two runtimes of one module, a call each at once: the second call's write of the buffer
+    landed between the first call's write and its read, so the first answered with the second's
+    mean (the outside sweep's ``threads2`` check, ``writes_inputs_and_state`` and
+    ``shared_storage_state``); now such a program's runs take turns under the module's state lock."""
+    model, pool, blocking = _state_writing_pool(options)
+    first_x, second_x = torch.randn(2, 8), torch.randn(2, 8) + 3
+    with torch.no_grad():
+        expected = [model(first_x), model(second_x)]
+    runtimes = [pool.module.runtime(), pool.module.runtime()]
+    for runtime in runtimes:
+        runtime(first_x)  # bound: the calls below take the fast path
+    blocking.armed = True
+    results: dict[int, torch.Tensor] = {}
+    first = threading.Thread(target=lambda: results.setdefault(0, runtimes[0](first_x)))
+    first.start()
+    assert blocking.entries.acquire(timeout=10)  # the first call wrote the buffer and is held in tanh
+    second = threading.Thread(target=lambda: results.setdefault(1, runtimes[1](second_x)))
+    second.start()
+    blocking.entries.acquire(timeout=1)  # before the fix the second call got here too, its write done
+    blocking.release.set()
+    first.join(10)
+    second.join(10)
+    torch.testing.assert_close(results[0], expected[0])
+    torch.testing.assert_close(results[1], expected[1])
+
+
+def test_a_call_on_a_busy_runtime_of_a_state_writing_model_is_still_refused(one_thread):
+    """Taking turns is between runtimes: a second thread's call on a runtime whose own call runs
+    is refused, not queued behind it."""
+    model, pool, blocking = _state_writing_pool(StaticOptions())
+    runtime = pool.module.runtime()
+    x = torch.randn(2, 8)
+    runtime(x)
+    blocking.armed = True
+    results: dict[str, torch.Tensor] = {}
+    first = threading.Thread(target=lambda: results.setdefault("first", runtime(x)))
+    first.start()
+    assert blocking.inside.wait(10)
+    with pytest.raises(ConcurrentUseError, match="writes_then_reads"):
+        runtime(x)
+    blocking.release.set()
+    first.join(10)
+    with torch.no_grad():
+        torch.testing.assert_close(results["first"], model(x))

@@ -56,7 +56,10 @@ class StaticModule:
     parameters and buffers keep their values after preparing, except where the model itself
     updates a buffer in place: values computed from constants only (a transposed weight made
     contiguous, an ``arange``) are computed once, at prepare time. Preparing a new shape runs
-    ``torch.export``, which must not overlap eager calls of modules in other threads.
+    ``torch.export``, which must not overlap eager calls of modules in other threads. Where a
+    program writes the model's parameters or buffers (a counter, a cache written then read), its
+    runs on the module's runtimes take turns under :attr:`state_lock`, each call whole, as eager's
+    calls under one lock: eager's calls at once race on that state, and so did the runtimes'.
     """
 
     def __init__(
@@ -84,6 +87,10 @@ class StaticModule:
         self.argument_names = tuple(positional_names(model.forward, len(example.args)))
         self.keyword_names = frozenset(example.kwargs)
         self._lock = threading.Lock()
+        # taken by each run of a program that writes the model's parameters or buffers: that state
+        # is the model's, one for every runtime of the module, so such runs take turns (re-entrant:
+        # a run's slow path runs the program of the call's shape, holding it)
+        self.state_lock = threading.RLock()
         self._programs: dict[tuple, _Program] = {}  # by signature key, the least recently used first
         self.evictions = 0  # programs evicted so far: a runtime looks for them where this changed
         start = time.perf_counter()

@@ -17,6 +17,7 @@ next use, so the evicted program's bytes are given back.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import types
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +30,7 @@ import torch
 from srbench.graph.ambient_autocast import leave_autocast
 from srbench.inputs import Inputs
 from srbench.static.calls import invoke
-from srbench.static.codegen import Entry, Hook, RuntimeHooks
+from srbench.static.codegen import CodeWriter, Entry, Hook, RuntimeHooks
 from srbench.static.errors import ConcurrentUseError, ambient_autocast_error
 from srbench.static.page_release import release_pages
 from srbench.static.prepared import ManagedTensor, PreparedGraph
@@ -91,6 +92,25 @@ def _close(bound: BoundProgram) -> None:
     runner = bound.hooks.streams.get(Hook.STREAMS)
     if isinstance(runner, ThreadStreams):
         runner.close()
+
+
+def _taking_turns(
+    function: Callable[..., Any], lock: threading.RLock, token: list[bool] | None, busy: Callable[[], Exception]
+) -> Callable[..., Any]:
+    """``function`` run holding ``lock``, the module's state lock: a program that writes the
+    model's parameters or buffers writes what every runtime of the module reads, so two runtimes'
+    runs at once read each other's writes (a buffer written then read: the other call's values).
+    A call while this runtime's own call runs is still refused, not queued behind it: where
+    ``function`` takes the runtime's call ``token`` (``None`` for one that runs holding it), a call
+    that finds none raises ``busy()`` before waiting for the lock."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if token is not None and not token:
+            raise busy()
+        with lock:
+            return function(*args, **kwargs)
+
+    return run
 
 
 class StaticRuntime:
@@ -288,8 +308,14 @@ class StaticRuntime:
             hooks = dataclasses.replace(hooks, streams=streams)
             namespace.update(streams)
 
+        writes_state = bool(prepared.written_state or prepared.rebound_state)
+
         def function(entry: Entry) -> Callable[..., Any]:
-            return types.FunctionType(code[entry.value], namespace, entry.value)
+            generated = types.FunctionType(code[entry.value], namespace, entry.value)
+            if not writes_state:
+                return generated
+            token = self._token if CodeWriter.claims(entry.value) else None
+            return _taking_turns(generated, self.module.state_lock, token, self._busy)
 
         return BoundProgram(
             prepared,
