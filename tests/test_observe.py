@@ -19,7 +19,7 @@ from srbench.observe.record import Allocation, NodeSpan, RecordedRun
 from srbench.observe.report import workspaces
 from srbench.observe.sidebyside import side_by_side
 from srbench.observe.static import observe_static
-from srbench.static import StaticModule, StaticOptions
+from srbench.static import AmbientAutocastError, StaticModule, StaticOptions
 from srbench.static.choose import RunAs
 from srbench.zoo import load_zoo
 
@@ -342,3 +342,16 @@ def test_frees_the_profiler_missed_are_taken_from_the_cuda_allocators_history():
     observed = observe_run(with_history(run, trace), runtime="eager", model="hand")
     assert observed.peak_bytes == 4096 + 1536 + 512  # at sum_1, as the estimate has it
     assert observed.node("sum_2").live_bytes == 1536 + 512 + 512
+
+
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_observing_under_the_callers_autocast_is_refused_as_a_run_is(warmup):
+    """The observed run calls the bound program past ``run``'s check: with no warm-up run before
+    it, a call under the caller's autocast ran uncast (float32 where eager gives bfloat16)."""
+    case = load_zoo().get("mlp")
+    inputs = case.example_inputs(0)
+    module = StaticModule(case.model(), inputs, StaticOptions(), name="mlp")
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(AmbientAutocastError, match="bfloat16"):
+        observe_static(module, inputs, warmup=warmup)
+    assert not torch.is_autocast_enabled("cpu")
+    assert len(observe_static(module, inputs, warmup=warmup).nodes) > 0
