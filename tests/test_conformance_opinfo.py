@@ -31,7 +31,9 @@ import functools
 import itertools
 import os
 import re
+import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -342,16 +344,26 @@ def eager_answers(model: torch.nn.Module, runs: list[tuple[str, Inputs]]) -> dic
     return answers
 
 
+@dataclass(frozen=True)
+class ProtocolRun:
+    """What a passing :func:`run_protocol` saw of the prepared module: whether results were
+    compared by geometry only (an op with unspecified or random values), and how many streams its
+    program runs on (``PreparedGraph.streams_used``: under ``streams=2`` forced, whether the op's
+    program had two chains to spread; the every-sample groups count them, README "Every sample")."""
+
+    by_geometry: bool
+    streams_used: int
+
+
 def run_protocol(
     call: OpCall, options: StaticOptions, aliasing: Callable[[Any, Inputs], Any], *, rtol: float, atol: float
-) -> bool:
+) -> ProtocolRun:
     """Prepare ``call.model`` under ``options`` and run it beside eager on every call; raise on
-    the first difference, naming the run and the options. Returns whether results were compared
-    by geometry only (an op with unspecified or random values)."""
+    the first difference, naming the run and the options."""
     module = StaticModule(call.model, call.first.clone(), options, name="op")
     by_geometry = unspecified_values(module, call.runs)
     check_runs(module.runtime(), call.model, call.runs, options, aliasing, by_geometry, rtol=rtol, atol=atol)
-    return by_geometry
+    return ProtocolRun(by_geometry, module.prepared.streams_used)
 
 
 def check_runs(
@@ -404,7 +416,7 @@ def test_opinfo_matches_eager(
     record_property("fresh_values", call.fresh is not call.first)
     record_property("another_shape", call.other is not None)
     for options in (StaticOptions(), case.variant):
-        by_geometry = run_protocol(call, options, output_aliasing, rtol=1e-5, atol=1e-6)
+        by_geometry = run_protocol(call, options, output_aliasing, rtol=1e-5, atol=1e-6).by_geometry
     record_property("by_geometry", by_geometry)
 
 
@@ -660,12 +672,14 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True)
 class SampleResult:
-    """One sample's outcome, with the sample's shapes and the reason (an error's first line)."""
+    """One sample's outcome, with the sample's shapes and the reason (an error's first line);
+    where it passed, the streams its prepared program runs on."""
 
     index: int
     shapes: list[tuple[int, ...]]
     outcome: Outcome
     reason: str = ""
+    streams_used: int | None = None
 
     def __str__(self) -> str:
         return f"sample {self.index} {self.shapes}: {self.reason}"
@@ -692,7 +706,7 @@ def sample_result(
     protocol_call = OpCall(model, Inputs(call.tensors), Inputs(fresh.tensors), None)
     rtol, atol = TOLERANCES[torch.float32]
     try:
-        run_protocol(protocol_call, options, aliasing, rtol=rtol, atol=atol)
+        passed = run_protocol(protocol_call, options, aliasing, rtol=rtol, atol=atol)
     except Exception as error:
         if isinstance(error, InputSignatureError) and any(t.layout != torch.strided for t in call.tensors):
             return result(Outcome.EXPECTED, "srbench takes strided inputs only: a sparse input")
@@ -710,7 +724,7 @@ def sample_result(
             if difference is not None:
                 return result(Outcome.EXPECTED, f"torch's core-ATen lowering itself answers otherwise: {difference}")
         return result(Outcome.FAILED, error_summary(error))
-    return result(Outcome.PASSED)
+    return result(Outcome.PASSED, streams_used=passed.streams_used)
 
 
 def run_every_sample(
@@ -734,6 +748,8 @@ def run_every_sample(
     by_outcome = {outcome: [r for r in results if r.outcome is outcome] for outcome in Outcome}
     record_property("samples", {outcome.value: len(found) for outcome, found in by_outcome.items()})
     record_property("expected", sorted({r.reason for r in by_outcome[Outcome.EXPECTED]}))
+    # passing samples by the streams their programs run on (benchmarks/opinfo_counts.py totals them)
+    record_property("streams_used", dict(sorted(Counter(r.streams_used for r in by_outcome[Outcome.PASSED]).items())))
     if failed := by_outcome[Outcome.FAILED]:
         raise AssertionError(
             f"{len(failed)} of {len(results)} samples differ from eager:\n" + "\n".join(map(str, failed))
@@ -805,3 +821,27 @@ def test_a_copy_of_a_one_op_module_takes_its_inputs_where_the_original_does() ->
     sample = SampleCall.of_tree((torch.ones(2), (torch.full((2,), 3.0),), {"alpha": 2}))
     model = OneOp(torch.add, sample.spec, sample.constants)
     torch.testing.assert_close(copy.deepcopy(model)(*sample.tensors), model(*sample.tensors))
+
+
+@pytest.mark.parametrize(("name", "options", "streams"), [
+    ("frexp", SWEEP_OPTIONS[Sweep.STREAMS], 2),  # two results: a chain each
+    ("abs", SWEEP_OPTIONS[Sweep.STREAMS], 1),  # one op: a single chain, kept on one stream
+    ("frexp", StaticOptions(), 1),
+])  # fmt: skip
+def test_a_case_of_all_samples_records_its_passing_samples_by_the_streams_they_ran_on(
+    name: str,
+    options: StaticOptions,
+    streams: int,
+    monkeypatch: pytest.MonkeyPatch,
+    one_thread: None,
+    output_aliasing: Callable[[Any, Inputs], Any],
+) -> None:
+    """The count ``benchmarks/opinfo_counts.py`` totals for the README's two-stream figure:
+    every passing sample once, by its prepared program's ``streams_used``."""
+    monkeypatch.setattr(sys.modules[__name__], "SAMPLE_OPTIONS", options)
+    recorded: dict[str, Any] = {}
+    op = next(op for op in op_db if op.name == name and not op.variant_test_name)
+    run_every_sample(SweepCase(op, torch.float32, Sweep.SAMPLES), output_aliasing, recorded.__setitem__)
+    passed = recorded["samples"][Outcome.PASSED.value]
+    assert passed > 0
+    assert recorded["streams_used"] == {streams: passed}
