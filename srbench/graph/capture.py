@@ -32,6 +32,7 @@ from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_re
 from srbench.graph.buffer_writes import sub_module_buffers_written
 from srbench.graph.eager_paths import eager_inference_paths
 from srbench.graph.generators import explicit_generator, generator_argument, lifted_generator
+from srbench.graph.grad_switches import DROPPED_GRAD_SWITCH, dropped_grad_switches
 from srbench.graph.module_snapshot import module_kept
 from srbench.graph.nodes import enables_grad, written_arguments
 from srbench.graph.state_names import lowered_with_own_names
@@ -380,18 +381,22 @@ def capture(
     # module_kept: what forward set on the model while export traced it (a FakeTensor attribute
     # or buffer, first-call state) is taken off again (see srbench.graph.module_snapshot);
     # sub_module_buffers_written: a sub-module's buffer assigned anew is written in the graph, as
-    # export writes the root's (see srbench.graph.buffer_writes)
+    # export writes the root's (see srbench.graph.buffer_writes); grad_switches: a grad-mode
+    # switch export drops (see srbench.graph.grad_switches)
     with (
         _EXPORT_LOCK,
         torch.no_grad(),
         eager_inference_paths(model),
         module_kept(model),
         sub_module_buffers_written(model),
+        dropped_grad_switches() as grad_switches,
     ):
         try:
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
             raise CaptureError(name, _reason(error), model_source_line(error)) from error
+        if grad_switches:
+            raise CaptureError(name, DROPPED_GRAD_SWITCH)
         if (generator := lifted_generator(exported)) is not None:  # before lowering: the model's own op
             raise CaptureError(name, generator)
         returns_state = _outputs_sharing_state(exported)
