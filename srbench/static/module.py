@@ -43,10 +43,14 @@ class StaticModule:
     or a tuple of positional arguments. Preparing captures the model with ``torch.export`` at that
     call, removes dead code, resolves every op (out variant, native, fallback), analyses
     lifetimes, plans the slab with ``options.planner`` and generates the code. Calls with other
-    shapes, strides, scalar values or memory sharing are prepared the same way on first sight and
-    cached by signature, so a plan is never reused for a call it was not made for; calls of
-    another structure, leaf kind, dtype or device are refused (:meth:`check_inputs`). Only the
-    cache changes after construction, under a lock. It keeps the programs of at most
+    shapes, strides, scalar values, memory sharing, structure (an optional keyword given or not, a
+    list of another length), leaf kinds (``None`` for a tensor, a float for an int) or dtypes are
+    prepared the same way on first sight and cached by signature, as ``torch.compile`` compiles
+    anew where a guard fails, so a plan is never reused for a call it was not made for. A tensor
+    on another device than the example's is refused (:meth:`check_inputs`), and so is a call of
+    another structure, leaf kind or dtype that cannot be prepared (the model does not take it),
+    naming how it differs from the example, before any op of a program runs. Only the cache
+    changes after construction, under a lock. It keeps the programs of at most
     ``options.max_signatures`` signatures, the example's always among them: past that, preparing a
     new one evicts the least recently used other (used: a runtime switched to it, on its slow path;
     calls of the signature a runtime ran last take no lock). Each runtime drops an evicted
@@ -172,17 +176,49 @@ class StaticModule:
         :meth:`check_inputs`); it becomes the most recently used."""
         inputs = Inputs.coerce(inputs)
         signature = self.check_inputs(inputs)
+        found = self._cached(signature)
+        if found is not None:
+            return found
+        # Preparing calls the model in eager and then puts its parameters and buffers back: a
+        # state-writing run of another runtime in between would be put back too, so it waits for
+        # the state lock, as such runs do (taken before the cache's lock, as a run that misses
+        # holds them; another thread may have prepared the program meanwhile)
+        with self.state_lock:
+            found = self._cached(signature)
+            if found is not None:
+                return found
+            with self._lock:
+                return self._prepare_other(inputs, signature)
+
+    def _cached(self, signature: InputSignature) -> PreparedGraph | None:
+        """The cached program of ``signature``, made the most recently used; ``None`` if none."""
         with self._lock:
             found = self._programs.pop(signature.key, None)
             if found is None:
-                return self._prepare(inputs, signature)
+                return None
             self._programs[signature.key] = found  # put back last
             return found.prepared
 
+    def _prepare_other(self, inputs: Inputs, signature: InputSignature) -> PreparedGraph:
+        """The program for a call unlike every cached one. Where the call differs from the example
+        in structure, a leaf's kind or dtype and cannot be prepared (the model does not take it:
+        another number of arguments, a keyword it lacks; or an op does not run in that dtype), an
+        :class:`InputSignatureError` names that difference beside the failure: the example's
+        signature is what the user can compare the call with. Nothing is cached then."""
+        try:
+            return self._prepare(inputs, signature)
+        except Exception as error:
+            difference = self.signature.difference(signature)
+            if difference is None:
+                raise
+            raise self._signature_error(
+                signature, f"{difference}, and no program could be prepared for it ({type(error).__name__}: {error})"
+            ) from error
+
     @property
     def shapes_prepared(self) -> int:
-        """How many input signatures have a program (shapes, strides, scalars, sharing): at most
-        ``options.max_signatures``."""
+        """How many input signatures have a program (shapes, strides, scalars, sharing, structure,
+        dtypes): at most ``options.max_signatures``."""
         return len(self._programs)
 
     def expected_signature(self) -> str:
@@ -195,19 +231,21 @@ class StaticModule:
         return in_form(self.model.forward, inputs, len(self.argument_names), self.keyword_names)
 
     def check_inputs(self, inputs: Inputs | tuple) -> InputSignature:
-        """The signature of ``inputs``; raise :class:`InputSignatureError` naming the first
-        difference unless it matches the prepared one in structure, leaf kinds (tensor, scalar
-        types), dtypes and devices (shapes, strides, scalar values and memory sharing may
-        differ: they get their own program)."""
+        """The signature of ``inputs``; raise :class:`InputSignatureError` for what no program
+        can serve: a tensor on another device than the example's (the runtime's memory is on one
+        device), a sparse or nested tensor (:meth:`InputSignature.of`). Everything else may
+        differ: a call of another signature gets a program of its own."""
         inputs = Inputs.coerce(inputs)
         given = self.signature_of(inputs)
-        problem = self.signature.difference(given)
+        problem = self.signature.device_difference(given, self.prepared.device)
         if problem:
-            raise InputSignatureError(
-                f"model {self.name!r}: {problem}; expected signature {self.expected_signature()}, "
-                f"given {given.describe()}"
-            )
+            raise self._signature_error(given, problem)
         return given
+
+    def _signature_error(self, given: InputSignature, problem: str) -> InputSignatureError:
+        return InputSignatureError(
+            f"model {self.name!r}: {problem}; expected signature {self.expected_signature()}, given {given.describe()}"
+        )
 
     def runtime(self) -> StaticRuntime:
         """A new runtime for one thread."""

@@ -8,10 +8,13 @@ of ``(args, kwargs)``, keyword arguments in name order, so their order at a call
 matter), one :class:`TensorLeaf` or :class:`ScalarLeaf` per leaf, a readable path for each
 (``pair['a'][0]``, ``attention_mask``), and which tensors share memory.
 
-Two calls with equal :attr:`~InputSignature.key` run the same program. Calls that differ in
-structure, in a leaf's kind (tensor or scalar type), dtype or device are refused with the first
-difference (:meth:`~InputSignature.difference`); calls that differ only in shapes, strides,
-scalar values or memory sharing (:func:`sharing_of`) get a program of their own.
+Two calls with equal :attr:`~InputSignature.key` run the same program; a call of another key
+gets a program of its own, whatever differs: shapes, strides, scalar values, memory sharing
+(:func:`sharing_of`), and also structure, a leaf's kind (tensor or scalar type) or dtype, as
+``torch.compile`` compiles anew where a guard fails. A tensor on another device than the
+example's is refused (:meth:`~InputSignature.device_difference`): a runtime's memory lives on one
+device. :meth:`~InputSignature.difference` names how a call differs from the example where the
+model cannot take it.
 """
 
 from __future__ import annotations
@@ -212,9 +215,9 @@ class InputSignature:
         return "(" + ", ".join(parts) + ")"
 
     def difference(self, given: InputSignature) -> str | None:
-        """The first way ``given`` cannot run a program prepared for this signature (structure,
-        a leaf's kind, dtype or device), or ``None``. Shapes, strides, scalar values and memory
-        sharing may differ: those get a program of their own."""
+        """The first way ``given`` differs from this signature in structure, a leaf's kind, dtype
+        or device, or ``None`` (shapes, strides, scalar values and memory sharing are not
+        counted): what a call the model cannot take is told, beside the model's own error."""
         shape = _structure_difference(given.structure, self.structure, "", self.argument_names)
         if shape is not None:
             return shape
@@ -228,6 +231,22 @@ class InputSignature:
                 isinstance(want, ScalarLeaf) and isinstance(got, ScalarLeaf) and None in (want.value, got.value)
             ):
                 return f"{path} must be {want.kind()}, got {got.kind()}"
+        return None
+
+    def device_difference(self, given: InputSignature, device: torch.device) -> str | None:
+        """The first tensor of ``given`` on another device than the example's tensor at its path
+        (``device``, the runtime's, at a path the example lacks), or whose first tensor is not on
+        ``device``; ``None`` where there is none. A program prepared on another device would
+        bind to a runtime's memory on ``device``."""
+        devices = {path: leaf.device for path, leaf in zip(self.paths, self.leaves) if isinstance(leaf, TensorLeaf)}
+        tensors = [(path, leaf) for path, leaf in zip(given.paths, given.leaves) if isinstance(leaf, TensorLeaf)]
+        for path, leaf in tensors:
+            want = devices.get(path, device)
+            if leaf.device != want:
+                return f"{path} must be on {want}, got {leaf.device}"
+        if tensors and tensors[0][1].device != device:
+            path, leaf = tensors[0]
+            return f"{path}, the call's first tensor, must be on {device} (the runtime's memory), got {leaf.device}"
         return None
 
 
