@@ -1,7 +1,8 @@
 """Inputs as torch.export takes them: positional and keyword arguments, any pytrees of tensors and
-Python scalars. The runtime is called as the model is; the input signature check covers the
-structure and names the first difference; every runtime plugin takes keyword arguments (or
-flattens them) and the transformers zoo models are called with ``attention_mask``."""
+Python scalars. The runtime is called as the model is; a call of another structure gets a program
+of its own, and one the model does not take is refused naming the first difference; every runtime
+plugin takes keyword arguments (or flattens them) and the transformers zoo models are called with
+``attention_mask``."""
 
 from __future__ import annotations
 
@@ -75,22 +76,31 @@ def _bad(change):
     return Inputs(tuple(args), kwargs)
 
 
+# calls the model does not take (each prepared, the preparing failed), and one on another device
 BAD_CALLS = {
-    "missing-positional": (lambda a, k: (a[:1], k), r"expected 2 positional arguments, got 1"),
-    "extra-keyword": (lambda a, k: (a, {**k, "extra": 1}), r"keyword arguments differ: unexpected extra"),
-    "list-for-tuple": (
-        lambda a, k: ([a[0], {"a": list(a[1]["a"]), "b": a[1]["b"]}], k),
-        r"pair\['a'\] must be a tuple, got a list",
-    ),
+    "missing-positional": (lambda a, k: (a[:1], k), r"expected 2 positional arguments, got 1, and no program"),
+    "extra-keyword": (lambda a, k: (a, {**k, "extra": 1}), r"keyword arguments differ: unexpected extra, and no"),
     "dict-keys": (
         lambda a, k: ([a[0], {"a": a[1]["a"], "c": a[1]["b"]}], k),
-        r"pair must be a dict with keys \['a', 'b'\], got keys \['a', 'c'\]",
+        r"pair must be a dict with keys \['a', 'b'\], got keys \['a', 'c'\], and no program .*KeyError: 'b'",
     ),
-    "none-for-tensor": (lambda a, k: (a, {**k, "mask": None}), r"mask must be a tensor, got None"),
-    "tensor-for-scalar": (lambda a, k: (a, {**k, "repeat": torch.tensor(2)}), r"repeat must be an int, got a tensor"),
-    "scalar-type": (lambda a, k: (a, {**k, "scale": 1}), r"scale must be a float, got an int"),
-    "dtype": (lambda a, k: ([a[0].double(), a[1]], k), r"x must have dtype torch.float32, got torch.float64"),
+    "tensor-for-scalar": (
+        lambda a, k: (a, {**k, "repeat": torch.tensor(2)}),
+        r"repeat must be an int, got a tensor, and no program .*reads a tensor's value",
+    ),
+    "dtype": (
+        lambda a, k: ([a[0].double(), a[1]], k),
+        r"x must have dtype torch.float32, got torch.float64, and no program .*aten::linear",
+    ),
     "device": (lambda a, k: ([a[0].to("meta"), a[1]], k), r"x must be on cpu, got meta"),
+}
+
+# calls of another structure or leaf kind the model takes: a program of their own
+OTHER_CALLS = {
+    "list-for-tuple": lambda a, k: ([a[0], {"a": list(a[1]["a"]), "b": a[1]["b"]}], k),
+    "none-for-tensor": lambda a, k: (a, {**k, "mask": None}),
+    "scalar-type": lambda a, k: (a, {**k, "scale": 1}),
+    "left-out": lambda a, k: (a, {key: value for key, value in k.items() if key not in ("mask", "mode")}),
 }
 
 
@@ -101,9 +111,22 @@ def test_the_signature_check_names_the_first_difference_before_any_op_runs(name,
     runtime = StaticModule(eager, call(2), name="pytree").runtime()
     call(2).call(runtime)
     calls = int(eager.calls)
-    with pytest.raises(InputSignatureError, match=rf"model 'pytree': {message}; expected signature \(x: float32"):
+    with pytest.raises(InputSignatureError, match=rf"model 'pytree': {message}.*; expected signature \(x: float32"):
         _bad(change).call(runtime)
     assert int(eager.calls) == calls
+    assert runtime.module.shapes_prepared == 1
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_CALLS))
+def test_a_call_of_another_structure_the_model_takes_gets_a_program_of_its_own(name, one_thread):
+    eager = model()
+    module = StaticModule(eager, call(2), name="pytree")
+    runtime = module.runtime()
+    other = _bad(OTHER_CALLS[name])
+    for inputs in (other, call(2), other):
+        with torch.no_grad():
+            torch.testing.assert_close(inputs.call(runtime), inputs.call(eager))
+    assert module.shapes_prepared == 2
 
 
 class Masked(torch.nn.Module):

@@ -1,6 +1,7 @@
 """Calls whose inputs are named tuples, registered dataclasses and other registered containers:
 the generated guard reads them one level at a time (their registered flatten) where it ran the
-whole ``pytree.tree_flatten`` and compared specs, and still tells every other structure apart."""
+whole ``pytree.tree_flatten`` and compared specs, and still tells every other structure apart (a
+program of its own, or a refusal where the model does not take it)."""
 
 from __future__ import annotations
 
@@ -82,23 +83,32 @@ def test_calls_of_the_prepared_structure_give_eagers_results(runtime):
 
 
 @pytest.mark.parametrize(
-    "changes",
+    "changes, refused",
     [
-        {"box": OtherBox(torch.zeros(4), torch.ones(4))},  # another named tuple of the same fields
-        {"box": (torch.zeros(4), torch.ones(4))},  # a plain tuple
-        {"batch": SubBatch(torch.zeros(2, 5, dtype=torch.int64), torch.rand(2, 5))},  # a leaf to pytree
-        {"extra": Keyed(bias=torch.zeros(4), shift=torch.ones(4))},  # another context (keys)
-        {"extra": Keyed(bias=torch.zeros(4))},  # fewer children
-        {"extra": {"bias": torch.zeros(4), "scale": torch.ones(4)}},  # a dict, not the registered class
-        {"batch": Batch((torch.zeros(2, 5, dtype=torch.int64),), torch.rand(2, 5))},  # a tuple for a tensor
+        ({"box": OtherBox(torch.zeros(4), torch.ones(4))}, None),  # another named tuple of the same fields
+        ({"box": (torch.zeros(4), torch.ones(4))}, "box must be a Box, got a tuple"),  # no .low
+        ({"batch": SubBatch(torch.zeros(2, 5, dtype=torch.int64), torch.rand(2, 5))}, "batch must be a Batch"),  # a leaf
+        ({"extra": Keyed(bias=torch.zeros(4), shift=torch.ones(4))}, "extra must be a Keyed"),  # another context (keys)
+        ({"extra": Keyed(bias=torch.zeros(4))}, "extra must be a Keyed"),  # fewer children
+        ({"extra": {"bias": torch.zeros(4), "scale": torch.ones(4)}}, None),  # a dict, not the registered class
+        ({"batch": Batch((torch.zeros(2, 5, dtype=torch.int64),), torch.rand(2, 5))}, r"batch.tokens must be a value, got a tuple"),
     ],
     ids=["other_namedtuple", "tuple", "dataclass_subclass", "other_keys", "fewer_keys", "dict", "nested_tuple"],
 )
-def test_a_call_of_another_structure_is_refused(runtime, changes):
+def test_a_call_of_another_structure_gets_a_program_of_its_own_or_is_refused(runtime, changes, refused):
+    """The guard tells each structure apart: one the model takes gets a program of its own, one
+    it does not is refused naming the difference, and the runtime goes on serving either way."""
     runtime(*_call())
-    with pytest.raises(InputSignatureError):
-        runtime(*_call(**changes))
     model = runtime.module.model
+    other = _call(**changes)
+    if refused is None:
+        with torch.no_grad():
+            torch.testing.assert_close(runtime(*other), model(*other), rtol=0, atol=0)
+        assert runtime.module.shapes_prepared == 2
+    else:
+        with pytest.raises(InputSignatureError, match=rf"{refused}.*and no program could be prepared"):
+            runtime(*other)
+        assert runtime.module.shapes_prepared == 1
     call = _call()
     with torch.no_grad():
         torch.testing.assert_close(runtime(*call), model(*call), rtol=0, atol=0)

@@ -303,9 +303,19 @@ def _structure_difference(
         return f"{path} must be {_kind(want)}, got {_kind(got)}"
     if got.num_children != want.num_children:
         return f"{path} must have {want.num_children} elements, got {got.num_children}"
-    keys = want.context if isinstance(want.context, list) else range(want.num_children)
-    for key, a, b in zip(keys, got.children(), want.children()):
-        found = _structure_difference(a, b, f"{path}[{key!r}]")
+    for key, a, b in zip(_child_keys(want), got.children(), want.children()):
+        found = _structure_difference(a, b, path + key)
         if found is not None:
             return found
     return None
+
+
+def _child_keys(spec: pytree.TreeSpec) -> list[str]:
+    """The path of each child of ``spec``'s node, as :func:`_readable` writes it (``['a']``,
+    ``[0]``, ``.tokens`` for a named tuple's or a dataclass' field): the node rebuilt with
+    placeholder leaves (0: a dataclass leaves a field of None out) and flattened one level with its keys; ``[i]`` where its type has none."""
+    node = pytree.SUPPORTED_NODES.get(spec.type)
+    if node is None or node.flatten_with_keys_fn is None:
+        return [f"[{index}]" for index in range(spec.num_children)]
+    rebuilt = pytree.tree_unflatten([0] * spec.num_leaves, spec)
+    return [pytree.keystr((key,)) for key, _ in node.flatten_with_keys_fn(rebuilt)[0]]
