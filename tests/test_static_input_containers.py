@@ -87,11 +87,17 @@ def test_calls_of_the_prepared_structure_give_eagers_results(runtime):
     [
         ({"box": OtherBox(torch.zeros(4), torch.ones(4))}, None),  # another named tuple of the same fields
         ({"box": (torch.zeros(4), torch.ones(4))}, "box must be a Box, got a tuple"),  # no .low
-        ({"batch": SubBatch(torch.zeros(2, 5, dtype=torch.int64), torch.rand(2, 5))}, "batch must be a Batch"),  # a leaf
+        (
+            {"batch": SubBatch(torch.zeros(2, 5, dtype=torch.int64), torch.rand(2, 5))},
+            "batch must be a Batch",
+        ),  # a leaf
         ({"extra": Keyed(bias=torch.zeros(4), shift=torch.ones(4))}, "extra must be a Keyed"),  # another context (keys)
         ({"extra": Keyed(bias=torch.zeros(4))}, "extra must be a Keyed"),  # fewer children
         ({"extra": {"bias": torch.zeros(4), "scale": torch.ones(4)}}, None),  # a dict, not the registered class
-        ({"batch": Batch((torch.zeros(2, 5, dtype=torch.int64),), torch.rand(2, 5))}, r"batch.tokens must be a value, got a tuple"),
+        (
+            {"batch": Batch((torch.zeros(2, 5, dtype=torch.int64),), torch.rand(2, 5))},
+            r"batch.tokens must be a value, got a tuple",
+        ),
     ],
     ids=["other_namedtuple", "tuple", "dataclass_subclass", "other_keys", "fewer_keys", "dict", "nested_tuple"],
 )

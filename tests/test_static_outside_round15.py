@@ -104,3 +104,36 @@ def test_a_static_cache_written_by_decomposed_attention_is_eagers():
     runtime = StaticModule(model, first, StaticOptions(decompose=True)).runtime()
     expected = eager_answer(model, first), eager_answer(model, second)
     check_equivalence(runtime, first, second, *expected, rtol=1e-4, atol=1e-5)
+
+
+class PaddedSeries(nn.Module):
+    """TimesFM's call (``hf_timesfm``): a list of 1-D series of different lengths, one per batch
+    entry, padded by the model to its context, and each one's frequency class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(3, 8)
+        self.project = nn.Linear(32, 8)
+
+    def forward(self, past_values: list[torch.Tensor], freq: torch.Tensor) -> torch.Tensor:
+        padded = torch.stack([nn.functional.pad(series, (32 - series.shape[0], 0)) for series in past_values])
+        return self.project(padded) + self.embed(freq)
+
+
+@pytest.mark.parametrize("options", [StaticOptions(), StaticOptions(decompose=True)], ids=["default", "decompose"])
+def test_a_batch_given_as_a_list_of_series_is_checked_at_each_batch(options: StaticOptions):
+    """``hf_timesfm`` was refused by design: at batch 3 its list of series has 3 elements where the
+    prepared call's had 1, another structure ("past_values must have 1 elements, got 3"). Each
+    structure gets a program of its own now, and the model is checked at both batches."""
+    torch.manual_seed(0)
+    model = PaddedSeries().eval()
+
+    def call(lengths: tuple[int, ...], seed: int) -> Inputs:
+        series = [randn(length, seed=seed + i).cumsum(0) for i, length in enumerate(lengths)]
+        return Inputs.of(past_values=series, freq=torch.tensor([0, 1, 2][: len(lengths)]))
+
+    first, second = call((20,), seed=0), call((32, 17, 25), seed=1)
+    module = StaticModule(model, first, options)
+    expected = eager_answer(model, first), eager_answer(model, second)
+    check_equivalence(module.runtime(), first, second, *expected, rtol=1e-5, atol=1e-6)
+    assert module.shapes_prepared == 2

@@ -89,7 +89,10 @@ def test_a_list_of_another_length_gets_a_program_of_its_own() -> None:
     model = Series()
     module = StaticModule(model, Inputs.of([randn(20)], torch.tensor(1.0)), QUICK)
     runtime = module.runtime()
-    calls = [Inputs.of([randn(n, seed=n) for n in lengths], torch.tensor(0.5)) for lengths in ((20,), (32, 17, 25), (20,), (8, 9))]
+    calls = [
+        Inputs.of([randn(n, seed=n) for n in lengths], torch.tensor(0.5))
+        for lengths in ((20,), (32, 17, 25), (20,), (8, 9))
+    ]
     _check(runtime, model, calls)
     assert module.shapes_prepared == 3  # the example's (a list of 1 at 20), of 3, of 2
     assert int(model.calls) == 2 * len(calls), "the runtime's calls wrote the counter once each, as eager's"
@@ -119,7 +122,9 @@ def test_a_float_for_an_int_and_a_tensor_for_a_scalar_get_programs_of_their_own(
     model = Elementwise()
     x = randn(3, 4)
     module = StaticModule(model, Inputs.of(x, 2), QUICK)
-    _check(module.runtime(), model, [Inputs.of(x, 2), Inputs.of(x, 2.5), Inputs.of(x, torch.tensor(3.0)), Inputs.of(x, 2)])
+    _check(
+        module.runtime(), model, [Inputs.of(x, 2), Inputs.of(x, 2.5), Inputs.of(x, torch.tensor(3.0)), Inputs.of(x, 2)]
+    )
     assert module.shapes_prepared == 3
 
 
@@ -138,10 +143,22 @@ class Counted(nn.Module):
 @pytest.mark.parametrize(
     "inputs, message, cause",
     [
-        (Inputs.of(randn(3), {"a": randn(3)}), r"pair must be a dict with keys \['a', 'b'\], got keys \['a'\]", "KeyError: 'b'"),
+        (
+            Inputs.of(randn(3), {"a": randn(3)}),
+            r"pair must be a dict with keys \['a', 'b'\], got keys \['a'\]",
+            "KeyError: 'b'",
+        ),
         (Inputs.of(randn(3)), r"expected 2 positional arguments, got 1", "missing a required argument: 'pair'"),
-        (Inputs.of(randn(3), {"a": randn(3), "b": randn(3)}, randn(3)), "expected 2 positional arguments, got 3", "too many"),
-        (Inputs.of(randn(3), {"a": randn(3), "b": randn(3)}, scale=2.0), "keyword arguments differ: unexpected scale", "unexpected keyword"),
+        (
+            Inputs.of(randn(3), {"a": randn(3), "b": randn(3)}, randn(3)),
+            "expected 2 positional arguments, got 3",
+            "too many",
+        ),
+        (
+            Inputs.of(randn(3), {"a": randn(3), "b": randn(3)}, scale=2.0),
+            "keyword arguments differ: unexpected scale",
+            "unexpected keyword",
+        ),
     ],
     ids=["dict-keys", "missing", "extra", "keyword"],
 )
@@ -153,7 +170,9 @@ def test_a_call_the_model_does_not_take_names_its_difference_runs_nothing_and_lo
     module = StaticModule(model, good, QUICK, name="counted")
     runtime = module.runtime()
     good.call(runtime)
-    with pytest.raises(InputSignatureError, match=rf"model 'counted': {message}, and no program could be prepared") as info:
+    with pytest.raises(
+        InputSignatureError, match=rf"model 'counted': {message}, and no program could be prepared"
+    ) as info:
         inputs.call(runtime)
     assert cause in str(info.value) and r"expected signature (x: float32[3] on cpu" in str(info.value)
     assert int(model.calls) == 1, "nothing of the model ran"
@@ -167,7 +186,9 @@ def test_a_dtype_an_op_cannot_take_names_the_dtype_and_the_op() -> None:
     model = Masked().eval()  # float32 weights: a float64 input fails in eager too
     module = StaticModule(model, Inputs.of(randn(2, 4)), QUICK, name="masked")
     runtime = module.runtime()
-    with pytest.raises(InputSignatureError, match=r"x must have dtype torch.float32, got torch.float64, and no program") as info:
+    with pytest.raises(
+        InputSignatureError, match=r"x must have dtype torch.float32, got torch.float64, and no program"
+    ) as info:
         runtime(randn(2, 4, dtype=torch.float64))
     assert "aten::linear" in str(info.value)
     _check(runtime, model, [Inputs.of(randn(2, 4, seed=3))])
@@ -178,7 +199,10 @@ def test_a_tensor_on_another_device_is_still_refused_before_preparing() -> None:
     runtime = module.runtime()
     for inputs, message in (
         (Inputs.of(torch.empty(3, device="meta")), r"x must be on cpu, got meta"),
-        (Inputs.of(randn(3), mask=torch.empty(3, device="meta")), r"mask must be on cpu, got meta"),  # a path the example lacks
+        (
+            Inputs.of(randn(3), mask=torch.empty(3, device="meta")),
+            r"mask must be on cpu, got meta",
+        ),  # a path the example lacks
     ):
         with pytest.raises(InputSignatureError, match=rf"model 'elementwise': {message}; expected signature"):
             inputs.call(runtime)

@@ -6,8 +6,10 @@ Preparing raises ``srbench.graph.CaptureError`` when ``torch.export`` cannot cap
 and :class:`UnsupportedRuntime` when an op of the graph can run neither with an out variant nor
 as a fallback, or when the example call passes an argument the runtime does not take (a sparse
 or nested tensor: :class:`~srbench.static.InputSignatureError` at prepare time); suites report
-them as expected failures with the reason. An ``InputSignatureError`` at a later call (another
-structure than the example's) stays one: the runtime took the model, the call is the user's.
+them as expected failures with the reason. A later call of another structure, leaf kind or dtype
+than the example's gets a program of its own; an ``InputSignatureError`` at a later call (a tensor
+on another device, or a call the model does not take, named by how it differs from the example)
+stays one: the runtime took the model, the call is the user's.
 """
 
 from __future__ import annotations

@@ -9,10 +9,13 @@ from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_re
 
 
 class InputSignatureError(TypeError):
-    """Inputs that do not match the prepared signature (number, type, dtype or device), or that
-    the static runtime does not take (a sparse tensor).
+    """Inputs no program can serve: a tensor on another device than the example's, one the static
+    runtime does not take (a sparse tensor), or a call of another structure, leaf kind or dtype
+    than the example's that cannot be prepared (the model does not take it; the message names
+    the first difference and the failure, which is the error's ``__cause__``).
 
-    Raised before any op runs; the message shows the expected and the given signature.
+    Raised before any op of a program runs; the message shows the expected (the example's) and
+    the given signature.
     """
 
 

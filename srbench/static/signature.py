@@ -313,7 +313,8 @@ def _structure_difference(
 def _child_keys(spec: pytree.TreeSpec) -> list[str]:
     """The path of each child of ``spec``'s node, as :func:`_readable` writes it (``['a']``,
     ``[0]``, ``.tokens`` for a named tuple's or a dataclass' field): the node rebuilt with
-    placeholder leaves (0: a dataclass leaves a field of None out) and flattened one level with its keys; ``[i]`` where its type has none."""
+    placeholder leaves (0: a dataclass leaves a field of None out) and flattened one level with
+    its keys; ``[i]`` where its type has none."""
     node = pytree.SUPPORTED_NODES.get(spec.type)
     if node is None or node.flatten_with_keys_fn is None:
         return [f"[{index}]" for index in range(spec.num_children)]
