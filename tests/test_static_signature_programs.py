@@ -209,6 +209,18 @@ def test_a_tensor_on_another_device_is_still_refused_before_preparing() -> None:
     assert module.shapes_prepared == 1
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; none is available here")
+def test_on_cuda_another_dtype_gets_a_program_and_a_cpu_tensor_is_refused() -> None:
+    model = Elementwise()
+    x = randn(3, 4).cuda()
+    module = StaticModule(model, Inputs.of(x), QUICK, name="elementwise")
+    runtime = module.runtime()
+    _check(runtime, model, [Inputs.of(x.half()), Inputs.of(x, mask=torch.ones_like(x)), Inputs.of(x)])
+    with pytest.raises(InputSignatureError, match=r"model 'elementwise': x must be on cuda:0, got cpu; expected"):
+        runtime(x.cpu())
+    assert module.shapes_prepared == 3
+
+
 def test_the_bound_evicts_programs_of_other_structures_and_dtypes_as_of_other_shapes() -> None:
     model = Elementwise()
     x = randn(3, 4)
