@@ -243,6 +243,7 @@ class StaticModule:
         return given
 
     def _signature_error(self, given: InputSignature, problem: str) -> InputSignatureError:
+        """The error for a call of signature ``given`` that no program serves, for ``problem``."""
         return InputSignatureError(
             f"model {self.name!r}: {problem}; expected signature {self.expected_signature()}, given {given.describe()}"
         )

@@ -314,9 +314,11 @@ def _child_keys(spec: pytree.TreeSpec) -> list[str]:
     """The path of each child of ``spec``'s node, as :func:`_readable` writes it (``['a']``,
     ``[0]``, ``.tokens`` for a named tuple's or a dataclass' field): the node rebuilt with
     placeholder leaves (0: a dataclass leaves a field of None out) and flattened one level with
-    its keys; ``[i]`` where its type has none."""
+    its keys; ``[i]`` where its type has none, or its own unflatten refuses the placeholders (the
+    message must not fail where the call did)."""
     node = pytree.SUPPORTED_NODES.get(spec.type)
-    if node is None or node.flatten_with_keys_fn is None:
-        return [f"[{index}]" for index in range(spec.num_children)]
-    rebuilt = pytree.tree_unflatten([0] * spec.num_leaves, spec)
-    return [pytree.keystr((key,)) for key, _ in node.flatten_with_keys_fn(rebuilt)[0]]
+    if node is not None and node.flatten_with_keys_fn is not None:
+        with contextlib.suppress(Exception):
+            rebuilt = pytree.tree_unflatten([0] * spec.num_leaves, spec)
+            return [pytree.keystr((key,)) for key, _ in node.flatten_with_keys_fn(rebuilt)[0]]
+    return [f"[{index}]" for index in range(spec.num_children)]
