@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from srbench.inputs import Inputs
+from srbench.observe.static import observe_static
 from srbench.options import StaticOptions
 from srbench.static import InputSignatureError, StaticModule
 
@@ -312,7 +313,7 @@ def test_preparing_a_program_loses_no_write_of_another_thread_running_the_model(
     assert int(model.calls) == runs[0] + len(others)
 
 
-def test_run_async_and_profile_take_a_call_of_another_structure() -> None:
+def test_run_async_profile_and_observe_take_a_call_of_another_structure() -> None:
     model = Masked().eval()
     x, mask = randn(2, 5, 4), (randn(2, 5, seed=1) > 0).float()
     module = StaticModule(model, Inputs.of(x), QUICK)
@@ -323,3 +324,6 @@ def test_run_async_and_profile_take_a_call_of_another_structure() -> None:
         torch.testing.assert_close(futures[1].result(), model(x))
     profile = runtime.profile(Inputs.of(x, attention_mask=mask), iterations=2, warmup=1)
     assert profile.kinds and module.shapes_prepared == 2
+    observed = observe_static(module, Inputs.of(x, attention_mask=mask))
+    masked = {node.node for node in observed.nodes}
+    assert masked - {node.node for node in observe_static(module, Inputs.of(x)).nodes}, "the mask's own nodes"
