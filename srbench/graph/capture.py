@@ -36,6 +36,7 @@ from srbench.graph.grad_switches import DROPPED_GRAD_SWITCH, dropped_grad_switch
 from srbench.graph.module_snapshot import module_kept
 from srbench.graph.nodes import enables_grad, written_arguments
 from srbench.graph.state_names import lowered_with_own_names
+from srbench.graph.transform_levels import transform_levels_kept
 from srbench.inputs import Inputs
 
 # torch.export patches process-wide state (nn.Module attribute access, a tracing mode stack)
@@ -382,9 +383,11 @@ def capture(
     # or buffer, first-call state) is taken off again (see srbench.graph.module_snapshot);
     # sub_module_buffers_written: a sub-module's buffer assigned anew is written in the graph, as
     # export writes the root's (see srbench.graph.buffer_writes); grad_switches: a grad-mode
-    # switch export drops (see srbench.graph.grad_switches)
+    # switch export drops (see srbench.graph.grad_switches); transform_levels_kept: a failure
+    # inside a torch.func transform does not leave the process inside it (srbench.graph.transform_levels)
     with (
         _EXPORT_LOCK,
+        transform_levels_kept(),
         torch.no_grad(),
         eager_inference_paths(model),
         module_kept(model),

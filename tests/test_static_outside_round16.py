@@ -1,0 +1,74 @@
+"""What a sixteenth round of models from outside the zoo broke (``benchmarks/outside_round16.py``:
+lucidrains' language, set, vision, geometric and recurrent libraries, S5's and the LRU's complex
+states, two hand-written models and transformers architectures no earlier round built, run by
+``benchmarks/outside_models.py``), each as the smallest model that shows it."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+from torch import nn
+
+from srbench.graph.capture import CaptureError, capture
+from srbench.options import StaticOptions
+from srbench.static import StaticModule
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+
+class NestedVmap(nn.Module):
+    """S5's pattern: a ``vmap`` over the batch whose function runs an inner ``vmap`` over the
+    steps, closing over a tensor computed in the outer one. torch.export lifts that tensor as a
+    constant, and torch's retrace of the graph (which srbench needs to run the transform op by op)
+    fails on it between the two ``_vmap_increment_nesting`` calls and their decrements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 3, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        def per_sample(rows: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+            scaled = self.weight * s
+            return torch.vmap(lambda u: scaled @ u)(rows)
+
+        return torch.vmap(per_sample)(x, scale)
+
+
+def _nested_call() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(2, 5, 3, generator=generator), torch.rand(2, generator=generator)
+
+
+def _outside_every_transform() -> None:
+    assert torch._C._functorch.get_dynamic_layer_stack_depth() == 0
+    assert torch._C._functorch.peek_interpreter_stack() is None
+    torch.randn(2)  # raised "vmap: called random operation while in randomness error mode"
+    assert torch.vmap(torch.sin)(torch.zeros(3, 2)).shape == (3, 2)
+
+
+def test_a_capture_failing_inside_vmap_leaves_the_process_outside_it():
+    """The round's ``s5_complex_state`` (s5-pytorch) is refused by torch's retrace (torch 2.13:
+    "'Tensor' object has no attribute 'constant'"), and that failure left functorch's dynamic
+    layer stack two ``vmap`` levels deep: every model built after it in the sweep's process was
+    reported unavailable, its ``torch.randn`` raising vmap's randomness error. A capture now
+    restores the stack and the dispatch key sets however it ends (a torch whose retrace succeeds
+    captures the model; the process is left outside every transform either way)."""
+    with contextlib.suppress(CaptureError):
+        capture(NestedVmap().eval(), _nested_call())
+    _outside_every_transform()
+
+
+def test_preparing_after_a_refused_vmap_model_builds_and_runs_the_next():
+    """The sweep's sequence, through ``StaticModule``: the refused model, then a model whose
+    construction draws random numbers, prepared and run as eager runs it."""
+    with contextlib.suppress(CaptureError):
+        StaticModule(NestedVmap().eval(), _nested_call(), StaticOptions())
+    torch.manual_seed(0)
+    following = nn.Sequential(nn.Linear(3, 8), nn.GELU(), nn.Linear(8, 2)).eval()
+    x = torch.randn(4, 3)
+    runtime = StaticModule(following, (x,), StaticOptions()).runtime()
+    with torch.no_grad():
+        torch.testing.assert_close(runtime(x), following(x))
+    _outside_every_transform()
