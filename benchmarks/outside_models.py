@@ -17,8 +17,11 @@ libraries, FrEIA and transformers architectures no earlier round built, the four
 the E(n)-transformer, torchcde, pytorch-tcn, X-UNet and transformers architectures no earlier round
 built, the fifteenth's 28 in ``benchmarks/outside_round15.py``: lucidrains' language, memory, vision,
 multimodal, geometric and time-series libraries, two hand-written decoders keeping their key-value
-caches as the caller's, and transformers architectures no earlier round built, unavailable where those
-extras are not installed),
+caches as the caller's, and transformers architectures no earlier round built, the sixteenth's 25 in
+``benchmarks/outside_round16.py``: lucidrains' language, set, vision, geometric and recurrent libraries
+(complex states among them), two hand-written models (state buffers written in place, parameters of three
+dtypes) and transformers architectures no earlier round built, unavailable where those extras are not
+installed),
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
 exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions, normalisations, pixel shuffle,
 resampling, pytree inputs and outputs, calls written in other forms, in-place ops, view chains,
@@ -1933,7 +1936,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to fifteenth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to sixteenth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -1944,6 +1947,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round13 import thirteenth_round
     from benchmarks.outside_round14 import fourteenth_round
     from benchmarks.outside_round15 import fifteenth_round
+    from benchmarks.outside_round16 import sixteenth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -1960,6 +1964,7 @@ def outside_models() -> list[OutsideModel]:
             thirteenth_round,
             fourteenth_round,
             fifteenth_round,
+            sixteenth_round,
         )
         for case in models()
     ]
