@@ -17,11 +17,11 @@ libraries, FrEIA and transformers architectures no earlier round built, the four
 the E(n)-transformer, torchcde, pytorch-tcn, X-UNet and transformers architectures no earlier round
 built, the fifteenth's 28 in ``benchmarks/outside_round15.py``: lucidrains' language, memory, vision,
 multimodal, geometric and time-series libraries, two hand-written decoders keeping their key-value
-caches as the caller's, and transformers architectures no earlier round built, the sixteenth's 25 in
+caches as the caller's, and transformers architectures no earlier round built, the sixteenth's 26 in
 ``benchmarks/outside_round16.py``: lucidrains' language, set, vision, geometric and recurrent libraries
-(complex states among them), two hand-written models (state buffers written in place, parameters of three
-dtypes) and transformers architectures no earlier round built, unavailable where those extras are not
-installed),
+(complex states among them), three hand-written models (state buffers written in place, optional
+keywords, parameters of three dtypes) and transformers architectures no earlier round built,
+unavailable where those extras are not installed),
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
 exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions, normalisations, pixel shuffle,
 resampling, pytree inputs and outputs, calls written in other forms, in-place ops, view chains,

@@ -5,8 +5,9 @@ convolution), the n-grammer (vector-quantised bigrams), the simple hierarchical 
 native sparse attention, PEER, mixture of attention, AlphaFold2's
 triangle multiplicative update, deformable attention, bidirectional cross attention, TimeSformer,
 the VN-Transformer and the feedback transformer (memory in and out); S5 and the LRU (complex
-parameters, a recurrent state in and out); two hand-written models (a streaming normaliser
-updating its state buffers in place, float64 and bfloat16 parameters in one model); and
+parameters, a recurrent state in and out); three hand-written models (a streaming normaliser
+updating its state buffers in place, optional keywords given on one call and not the other,
+float64 and bfloat16 parameters in one model); and
 ``transformers`` architectures no earlier round built.
 
 A model whose package is not installed is reported as unavailable, with the import error. Kept
@@ -356,8 +357,8 @@ def _recurrent_models() -> list[OutsideModel]:
 
 
 def _state_models() -> list[OutsideModel]:
-    """Two hand-written models: state buffers updated in place at inference, and parameters of
-    three dtypes in one model."""
+    """Three hand-written models: state buffers updated in place at inference, optional keywords
+    given on some calls, and parameters of three dtypes in one model."""
     import torch
 
     class Streaming(torch.nn.Module):
@@ -384,9 +385,27 @@ def _state_models() -> list[OutsideModel]:
             self.calls.add_(1)
             return self.proj((x - self.mean) / (self.var + 1e-5).sqrt()), self.calls >= 4
 
-    def streaming(shape: int) -> Any:
-        args = _sequences((8, 12), 16)(shape).args
-        return _call(*args, momentum=0.05) if shape else _call(*args)
+    class Scorer(torch.nn.Module):
+        """A scoring head as decoding code calls it: ``temperature`` and a boolean ``allowed``
+        mask are optional keywords, left out on the first call and given on the second; the
+        log-probabilities and the argmax tokens (int64) out."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = torch.nn.Linear(32, 64)
+
+        def forward(self, hidden: torch.Tensor, temperature: float = 1.0,
+                    allowed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+            logits = self.head(hidden) / temperature
+            if allowed is not None:
+                logits = logits.masked_fill(~allowed, float("-inf"))
+            return logits.log_softmax(-1), logits.argmax(-1)
+
+    def scored(shape: int) -> Any:
+        hidden = _randn(shape, (1, 3)[shape], (4, 6)[shape], 32)
+        if not shape:
+            return _call(hidden)
+        return _call(hidden, temperature=0.7, allowed=torch.rand(64, generator=_seeded(shape)) > 0.3)
 
     class MixedPrecision(torch.nn.Module):
         """A float64 input projection (a numerically sensitive front end kept in double), a
@@ -407,8 +426,12 @@ def _state_models() -> list[OutsideModel]:
 
     return [
         OutsideModel("streaming_state_buffers", "hand-written streaming normaliser: running mean, variance and "
-                     "an int64 counter updated in place each call, an optional float keyword, a bool out",
-                     Streaming, streaming, rtol=1e-4, atol=1e-4),
+                     "an int64 counter updated in place each call, a float keyword, a bool out", Streaming,
+                     lambda shape: _call(*_sequences((8, 12), 16)(shape).args, momentum=0.05), rtol=1e-4,
+                     atol=1e-4),
+        OutsideModel("optional_keywords", "hand-written scoring head: a float and a mask keyword left out on one "
+                     "call and given on the other; log-probabilities and int64 tokens", Scorer, scored,
+                     **_TOLERANCE),
         OutsideModel("float64_bfloat16_params", "hand-written model with float64, bfloat16 and float32 "
                      "parameters, casts between them; float64 and float32 outputs", MixedPrecision,
                      lambda shape: _call(_randn(shape, (1, 3)[shape], (5, 7)[shape], 12, dtype=torch.float64)),
