@@ -72,3 +72,19 @@ def test_preparing_after_a_refused_vmap_model_builds_and_runs_the_next():
     with torch.no_grad():
         torch.testing.assert_close(runtime(x), following(x))
     _outside_every_transform()
+
+
+def test_the_sweep_goes_on_after_s5():
+    """The round's own sequence, with the library (skipped where the ``s5`` extra is not
+    installed): S5's row is torch's retrace refusing it, and the model after it builds and
+    agrees with eager."""
+    pytest.importorskip("s5", reason="s5-pytorch (the `s5` extra) is not installed")
+    from benchmarks.outside_models import Outcome, sweep_one
+    from benchmarks.outside_round16 import sixteenth_round
+
+    cases = {case.name: case for case in sixteenth_round()}
+    refused = sweep_one(cases["s5_complex_state"], 0, checks=("default",)).checks["default"]
+    assert refused.outcome is Outcome.ERROR and "retrace" in refused.detail, refused
+    following = sweep_one(cases["float64_bfloat16_params"], 0, checks=("default",)).checks["default"]
+    assert following.outcome is Outcome.EQUIVALENT, following
+    _outside_every_transform()
