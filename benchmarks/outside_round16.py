@@ -17,13 +17,14 @@ torch and the libraries when they run).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.outside_models import OutsideModel, _call, _pixels, _randn, _seeded, _tokens
 from benchmarks.outside_round9 import _module
 from benchmarks.outside_round10 import _tokens as _ids
 from benchmarks.outside_round12 import _TOLERANCE, _sequences  # float32 models of a few hundred ops at most
-from benchmarks.outside_round13 import HfCase, _hf_cases
+from benchmarks.outside_round13 import HfCase, _hf_cases, _masked_sequence
 from benchmarks.outside_round15 import _masked_ids
 
 
@@ -33,17 +34,20 @@ def sixteenth_round() -> list[OutsideModel]:
             + _state_models() + _transformers_models())  # fmt: skip
 
 
-def _masked_features(lengths: tuple[int, int], width: int) -> Any:
-    """Features of ``lengths[shape]`` steps of ``width`` at batch 1 then 3 and a boolean ``mask``
-    (the last sample's last two steps masked)."""
+def _masked_pair(lengths: tuple[int, int], held: tuple[int, int]) -> Callable[[int], Any]:
+    """A sequence of ``lengths[shape]`` steps of width 32 and a context of ``held[shape]`` of width
+    24 at batch 1 then 3, and a boolean mask for each (the last sample's last two steps, the first
+    sample's last three context entries masked)."""
 
     def make(shape: int) -> Any:
         import torch
 
-        batch, length = (1, 3)[shape], lengths[shape]
+        batch, length, count = (1, 3)[shape], lengths[shape], held[shape]
         mask = torch.ones(batch, length, dtype=torch.bool)
         mask[-1, length - 2 :] = False
-        return _call(_randn(shape, batch, length, width), mask=mask)
+        context_mask = torch.ones(batch, count, dtype=torch.bool)
+        context_mask[0, count - 3 :] = False
+        return _call(_randn(shape, batch, length, 32), _randn(shape + 1, batch, count, 24), mask, context_mask)
 
     return make
 
@@ -165,14 +169,6 @@ def _set_and_vision_models() -> list[OutsideModel]:
                     context_mask: torch.Tensor) -> torch.Tensor:  # fmt: skip
             return self.attn(x, context=context, mask=mask, context_mask=context_mask)
 
-    def routed(shape: int) -> Any:
-        batch, length, held = (1, 3)[shape], (12, 16)[shape], (14, 20)[shape]
-        mask = torch.ones(batch, length, dtype=torch.bool)
-        mask[-1, length - 2 :] = False
-        context_mask = torch.ones(batch, held, dtype=torch.bool)
-        context_mask[0, held - 3 :] = False
-        return _call(_randn(shape, batch, length, 32), _randn(shape + 1, batch, held, 24), mask, context_mask)
-
     class Bidirectional(torch.nn.Module):
         """A ``BidirectionalCrossAttention``: two sequences attend to each other by one shared
         similarity matrix, talking heads, both masks; both updated sequences out."""
@@ -210,27 +206,20 @@ def _set_and_vision_models() -> list[OutsideModel]:
         mask[-1, -1] = False
         return _call(_randn(shape, batch, frames, 3, 16, 16), mask=mask)
 
-    def pairs(shape: int) -> Any:
-        batch, length, held = (1, 3)[shape], (10, 14)[shape], (7, 12)[shape]
-        mask = torch.ones(batch, length, dtype=torch.bool)
-        mask[-1, length - 2 :] = False
-        context_mask = torch.ones(batch, held, dtype=torch.bool)
-        context_mask[0, held - 3 :] = False
-        return _call(_randn(shape, batch, length, 32), _randn(shape + 1, batch, held, 24), mask, context_mask)
-
     return [
         OutsideModel("isab_set", "isab-pytorch ISAB: 4 latents attending to a masked set and back (latent "
-                     "self-attention); the set and the latents", Isab, _masked_features((9, 13), 32), **_TOLERANCE),
+                     "self-attention); the set and the latents", Isab, _masked_sequence((9, 13), 32), **_TOLERANCE),
         OutsideModel("native_sparse_attention", "native-sparse-attention-pytorch SparseAttention, causal: "
                      "compressed blocks, the top 2 blocks selected, a sliding window, gated (CPU path)", sparse,
                      _sequences((16, 24), 32), **_TOLERANCE),
         OutsideModel("peer_experts", "PEER-pytorch PEER: 256 single-neuron experts retrieved by product keys "
                      "(top 4 per head of 4)", peer, _sequences((10, 14), 32), **_TOLERANCE),
         OutsideModel("mixture_of_attention", "mixture-of-attention MixtureOfAttention: 2 experts routing the top "
-                     "queries and key-values of a context to themselves, both masks", Routed, routed, **_TOLERANCE),
+                     "queries and key-values of a context to themselves, both masks", Routed,
+                     _masked_pair((12, 16), (14, 20)), **_TOLERANCE),
         OutsideModel("bidirectional_cross", "bidirectional-cross-attention: two masked sequences attending to "
-                     "each other by one similarity matrix, talking heads; both out", Bidirectional, pairs,
-                     **_TOLERANCE),
+                     "each other by one similarity matrix, talking heads; both out", Bidirectional,
+                     _masked_pair((10, 14), (7, 12)), **_TOLERANCE),
         OutsideModel("deformable_attention_2d", "deformable-attention DeformableAttention2D: offsets by a grouped "
                      "convolution, keys and values sampled by grid_sample, continuous position bias", deformable,
                      lambda shape: _call(_randn(shape, (1, 3)[shape], 32, (8, 12)[shape], (8, 12)[shape])),
