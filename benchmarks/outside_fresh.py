@@ -16,12 +16,14 @@ from typing import Any
 
 from benchmarks.outside_models import (
     CHECKS,
+    THREAD_CHECKS,
     Check,
     Outcome,
     OutsideModel,
     Row,
     _export_refusal,
     check_named,
+    drifting_answers,
 )
 from srbench.formatting import error_summary
 
@@ -99,7 +101,11 @@ def sweep_fresh(case: OutsideModel, checks: Sequence[str] = CHECKS) -> Row:
     if refusal is not None:
         row.checks["export"] = Check(Outcome.NOT_CAPTURABLE, refusal)
         return row
+    drift = drifting_answers(twin, case, calls[0])  # after the export's check: the twin is eager's alone
     for name in checks:
+        if drift is not None and name in THREAD_CHECKS:  # every call against one steady answer
+            row.checks[name] = Check(Outcome.NOT_APPLICABLE, drift)
+            continue
         model = _build(case)
         unlike = _builds_alike(state, model)
         if unlike is not None:
