@@ -11,19 +11,21 @@ from types import CodeType
 
 import torch
 
-from srbench.graph.ambient_autocast import leave_autocast
+from srbench.graph import CapturedGraph
+from srbench.graph.ambient_autocast import ambient_autocast, leave_autocast
 from srbench.graph.subgraph import Subgraph
 from srbench.inputs import Inputs
 from srbench.options import StaticOptions
 from srbench.planners import get_planner
 from srbench.static.errors import InputSignatureError
+from srbench.static.forms import Adapters, Rebinding, rebinding
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
 from srbench.static.passes import FUSED_LAYER_PASSES, PASSES, Pass
 from srbench.static.peak import measured_peak
 from srbench.static.prepared import PreparedGraph, capture_graph, prepare_graph
 from srbench.static.rewrite_choice import keep_faster_rewrites, prefer_lean_attention
 from srbench.static.runtime import StaticRuntime
-from srbench.static.signature import InputSignature, in_form, positional_names
+from srbench.static.signature import InputSignature, positional_names
 from srbench.static.stream_choice import keep_faster
 
 
@@ -33,6 +35,20 @@ class _Program:
 
     prepared: PreparedGraph
     code: dict[str, CodeType]
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """A signature whose capture failed where it differs from the example's (the model does not
+    take the call): the error's message, and the capture's failure, its cause."""
+
+    message: str
+    cause: Exception
+
+    def error(self) -> InputSignatureError:
+        error = InputSignatureError(self.message)
+        error.__cause__ = self.cause
+        return error
 
 
 class StaticModule:
@@ -96,6 +112,8 @@ class StaticModule:
         # a run's slow path runs the program of the call's shape, holding it)
         self.state_lock = threading.RLock()
         self._programs: dict[tuple, _Program] = {}  # by signature key, the least recently used first
+        self._refused: dict[tuple, _Refusal] = {}  # likewise, at most options.max_signatures
+        self.adapters = Adapters(name)  # for calls in another form than their program's
         self.evictions = 0  # programs evicted so far: a runtime looks for them where this changed
         start = time.perf_counter()
         cache_enabled = torch.is_autocast_cache_enabled()
@@ -115,11 +133,15 @@ class StaticModule:
     def signature_of(self, inputs: Inputs) -> InputSignature:
         return InputSignature.of(inputs, self.argument_names)
 
-    def _prepare(self, inputs: Inputs, signature: InputSignature) -> PreparedGraph:
-        """The program for calls like ``inputs``, cached. Where choices are measured, several
-        candidate programs may be prepared: all from one capture, each from a copy of it (a
-        prepare changes its graph), so the capture's checks and its eager call run once."""
-        captured = capture_graph(self.model, inputs, self.options, name=self.name)
+    def _prepare(
+        self, inputs: Inputs, signature: InputSignature, captured: CapturedGraph | None = None
+    ) -> PreparedGraph:
+        """The program for calls like ``inputs``, cached; ``captured``: the model captured at
+        ``inputs`` (captured here if not given). Where choices are measured, several candidate
+        programs may be prepared: all from one capture, each from a copy of it (a prepare changes
+        its graph), so the capture's checks and its eager call run once."""
+        if captured is None:
+            captured = capture_graph(self.model, inputs, self.options, name=self.name)
 
         def prepared_under(options: StaticOptions, passes: Sequence[Pass] = PASSES) -> PreparedGraph:
             return prepare_graph(
@@ -173,7 +195,8 @@ class StaticModule:
 
     def prepared_for(self, inputs: Inputs | tuple) -> PreparedGraph:
         """The prepared graph for calls like ``inputs``, prepared now if new or evicted (after
-        :meth:`check_inputs`); it becomes the most recently used."""
+        :meth:`check_inputs`); it becomes the most recently used. A signature refused before
+        (:meth:`_prepare_other`) is refused again at once, with the same error."""
         inputs = Inputs.coerce(inputs)
         signature = self.check_inputs(inputs)
         found = self._cached(signature)
@@ -191,11 +214,16 @@ class StaticModule:
                 return self._prepare_other(inputs, signature)
 
     def _cached(self, signature: InputSignature) -> PreparedGraph | None:
-        """The cached program of ``signature``, made the most recently used; ``None`` if none."""
+        """The cached program of ``signature``, made the most recently used; ``None`` if none.
+        Raises the cached refusal of a signature whose capture failed."""
         with self._lock:
             found = self._programs.pop(signature.key, None)
             if found is None:
-                return None
+                refused = self._refused.pop(signature.key, None)
+                if refused is None:
+                    return None
+                self._refused[signature.key] = refused  # put back last
+                raise refused.error() from refused.cause
             self._programs[signature.key] = found  # put back last
             return found.prepared
 
@@ -204,16 +232,45 @@ class StaticModule:
         in structure, a leaf's kind or dtype and cannot be prepared (the model does not take it:
         another number of arguments, a keyword it lacks; or an op does not run in that dtype), an
         :class:`InputSignatureError` names that difference beside the failure: the example's
-        signature is what the user can compare the call with. Nothing is cached then."""
+        signature is what the user can compare the call with.
+
+        Where the capture itself failed so, the refusal is cached by signature (the least recently
+        used dropped past ``options.max_signatures``; programs are not counted), and a repeat is
+        refused at once with the same error, nothing captured or run: the capture traces with
+        fake tensors, so its failure depends on the signature, the model and torch, not on the
+        call's values. A failure of the preparing after the capture is not cached (its checks run
+        ops on the call's values), nor one under an autocast the caller entered (the capture
+        refuses that, not the call) or out of memory. The module is a snapshot of the model as
+        prepared (see the class docstring): a model or torch setting changed since is prepared
+        anew, as a new module, which has refused nothing yet."""
         try:
-            return self._prepare(inputs, signature)
+            captured = capture_graph(self.model, inputs, self.options, name=self.name)
         except Exception as error:
-            difference = self.signature.difference(signature)
-            if difference is None:
+            refusal = self._refusal(signature, error)
+            if refusal is None:
                 raise
-            raise self._signature_error(
-                signature, f"{difference}, and no program could be prepared for it ({type(error).__name__}: {error})"
-            ) from error
+            if ambient_autocast() is None and not isinstance(error, (MemoryError, torch.OutOfMemoryError)):
+                self._refused[signature.key] = refusal
+                for key in list(self._refused)[: max(0, len(self._refused) - self.options.max_signatures)]:
+                    del self._refused[key]
+            raise refusal.error() from error
+        try:
+            return self._prepare(inputs, signature, captured)
+        except Exception as error:
+            refusal = self._refusal(signature, error)
+            if refusal is None:
+                raise
+            raise refusal.error() from error
+
+    def _refusal(self, signature: InputSignature, error: Exception) -> _Refusal | None:
+        """The refusal of a call of ``signature`` whose preparing failed with ``error``, naming
+        how it differs from the example; ``None`` where it differs in nothing but shapes, strides,
+        scalar values or memory sharing (``error`` is the model's own then)."""
+        difference = self.signature.difference(signature)
+        if difference is None:
+            return None
+        problem = f"{difference}, and no program could be prepared for it ({type(error).__name__}: {error})"
+        return _Refusal(str(self._signature_error(signature, problem)), error)
 
     @property
     def shapes_prepared(self) -> int:
@@ -224,11 +281,16 @@ class StaticModule:
     def expected_signature(self) -> str:
         return self.signature.describe()
 
+    def rebinding(self, inputs: Inputs) -> Rebinding | None:
+        """How ``inputs`` move between positional and keyword to the form the example passed
+        them in (:func:`~srbench.static.forms.rebinding`): eager takes ``model(x, y=y)`` for
+        ``model(x, y)``, and so does the runtime; ``None`` where they are in it."""
+        return rebinding(self.model.forward, inputs, len(self.argument_names), self.keyword_names)
+
     def in_prepared_form(self, inputs: Inputs) -> Inputs:
-        """``inputs`` with arguments moved between positional and keyword as the example passed
-        them (:func:`~srbench.static.signature.in_form`): eager takes ``model(x, y=y)`` for
-        ``model(x, y)``, and so does the runtime, on its slow path."""
-        return in_form(self.model.forward, inputs, len(self.argument_names), self.keyword_names)
+        """``inputs`` moved to their program's form (:meth:`rebinding`)."""
+        moved = self.rebinding(inputs)
+        return inputs if moved is None else moved.apply(inputs)
 
     def check_inputs(self, inputs: Inputs | tuple) -> InputSignature:
         """The signature of ``inputs``; raise :class:`InputSignatureError` for what no program

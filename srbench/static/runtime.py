@@ -32,6 +32,7 @@ from srbench.inputs import Inputs
 from srbench.static.calls import invoke
 from srbench.static.codegen import CodeWriter, Entry, Hook, RuntimeHooks
 from srbench.static.errors import ConcurrentUseError, ambient_autocast_error
+from srbench.static.forms import FORMS_KEPT, Rebinding
 from srbench.static.page_release import release_pages
 from srbench.static.prepared import ManagedTensor, PreparedGraph
 from srbench.static.slab_schedule import Release, SlabLayout
@@ -53,6 +54,19 @@ class BoundProgram:
     forward_observed: Callable[..., Any]
     hooks: RuntimeHooks
     managed: Mapping[str, torch.Tensor]
+    # ``forward`` for calls in another form than the program's (see srbench.static.forms), by
+    # rebinding, the least recently used first, at most FORMS_KEPT
+    adapters: dict[Rebinding, Callable[..., Any]] = dataclasses.field(default_factory=dict)
+
+    def adapter(self, rebinding: Rebinding, made: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+        """The adapter of ``rebinding`` to this program, ``made`` where it has none yet."""
+        found = self.adapters.pop(rebinding, None)
+        if found is None:
+            found = made()
+            for stale in list(self.adapters)[: max(0, len(self.adapters) + 1 - FORMS_KEPT)]:
+                del self.adapters[stale]
+        self.adapters[rebinding] = found  # put back last
+        return found
 
 
 _any_autocast = torch._C._is_any_autocast_enabled
@@ -84,6 +98,16 @@ def _layout(prepared: PreparedGraph) -> SlabLayout:
     """The segments of ``prepared``'s slab (one, where its slab is not given back in parts)."""
     program = prepared.program
     return program.slab if program.slab is not None else SlabLayout.whole(prepared.slab_bytes)
+
+
+def _same(a: Inputs, b: Inputs) -> bool:
+    """Whether two calls pass the very same objects the same way."""
+    return (
+        len(a.args) == len(b.args)
+        and all(x is y for x, y in zip(a.args, b.args))
+        and a.kwargs.keys() == b.kwargs.keys()
+        and all(a.kwargs[key] is b.kwargs[key] for key in a.kwargs)
+    )
 
 
 def _close(bound: BoundProgram) -> None:
@@ -136,6 +160,8 @@ class StaticRuntime:
         self._bound: dict[tuple, BoundProgram] = {}
         self._evictions_seen = 0  # the module's evictions when this runtime last dropped its own
         self._forward: Callable[..., Any] | None = None
+        self._moved: list[tuple[tuple, dict[str, Any]] | None] = [None]  # see forms.Rebinding.source
+        self._rebinding: Rebinding | None = None  # the fast path's, where it is an adapter
         self._token = [True]  # present while no call runs: see codegen.RuntimeHooks
         self._launcher: ThreadPoolExecutor | None = None
 
@@ -199,18 +225,42 @@ class StaticRuntime:
     def _miss(self, args: tuple, kwargs: dict[str, Any]) -> Any:
         """The slow path: inputs unlike the last program's. Check them, find or prepare the
         program for their shapes, make it the fast path, run it; all holding the runtime's call
-        token (binding grows the slab, which a running call must not see)."""
+        token (binding grows the slab, which a running call must not see). A call in another form
+        than its program's (``model(x, mask)`` for ``model(x, attention_mask=mask)``) is moved to
+        it, and the fast path is then the program's adapter for that form (see
+        :mod:`srbench.static.forms`), which moves the next such call and calls the program, and
+        passes calls of the program's own form to it as they are: the two forms mixed take no
+        slow path. An adapter's call whose program's guard fails (another shape) reaches this
+        moved, and is taken as its caller wrote it (:meth:`_as_written`). A switch between two
+        forms, neither the program's, takes the slow path at each switch."""
         try:
             self._token.pop()
         except IndexError:
             raise self._busy() from None
         try:
-            inputs = self.module.in_prepared_form(Inputs(args, kwargs))
+            inputs = self._as_written(Inputs(args, kwargs))
+            rebinding = self.module.rebinding(inputs)
+            if rebinding is not None:
+                inputs = rebinding.apply(inputs)
             bound = self.bind(inputs)
-            self._forward = bound.forward
+            self._forward, self._rebinding = bound.forward, rebinding
+            if rebinding is not None:
+                self._forward = bound.adapter(
+                    rebinding, lambda: self.module.adapters.bind(rebinding, bound.forward, self._moved)
+                )
             return bound.forward_unchecked(*inputs.args, **inputs.kwargs)
         finally:
             self._token.append(True)
+
+    def _as_written(self, inputs: Inputs) -> Inputs:
+        """``inputs`` as their caller wrote them where an adapter moved them (the call it runs,
+        moved to exactly these objects), so that the fast path becomes the new program's adapter
+        for that form; else ``inputs``."""
+        moved = self._moved[0]
+        if moved is None or self._rebinding is None:
+            return inputs
+        written = Inputs(*moved)
+        return written if _same(self._rebinding.apply(written), inputs) else inputs
 
     def _busy(self) -> ConcurrentUseError:
         return ConcurrentUseError(self.module.name)

@@ -109,50 +109,6 @@ def positional_names(function: Callable[..., Any], count: int) -> list[str]:
     return [names[i] if i < len(names) else f"args[{i}]" for i in range(count)]
 
 
-def in_form(function: Callable[..., Any], inputs: Inputs, positional: int, keywords: frozenset[str]) -> Inputs:
-    """``inputs`` rebound to the form of a call of ``function`` with ``positional`` positional
-    arguments and the keyword arguments named ``keywords``: ``f(x, y=y)`` as ``f(x, y)`` or the
-    reverse, a default left out as given or the reverse. Eager takes them all as one call;
-    ``torch.export`` flattened the prepared one, so a call written another way is moved to its
-    form. A scalar given with its default's value is left out where the prepared call left it
-    out (a tensor never is). ``inputs`` as they are when they have that form, or when rebinding
-    cannot give it (``*args``): the signature check then names the difference."""
-    if len(inputs.args) == positional and inputs.kwargs.keys() == keywords:
-        return inputs
-    try:
-        signature = inspect.signature(function)
-        bound = signature.bind(*inputs.args, **inputs.kwargs)
-    except (TypeError, ValueError):
-        return inputs
-    given = set(bound.arguments)
-    bound.apply_defaults()
-    parameters = list(signature.parameters.values())
-    names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:positional]
-    if len(names) < positional:
-        return inputs
-    kwargs: dict[str, Any] = {}
-    for parameter in parameters:
-        value = bound.arguments[parameter.name]
-        if parameter.name in names:
-            continue
-        if parameter.kind is parameter.VAR_POSITIONAL:
-            if value:
-                return inputs
-        elif parameter.kind is parameter.VAR_KEYWORD:
-            kwargs.update(value)
-        elif parameter.name in keywords or (parameter.name in given and not _is_default(parameter, value)):
-            if parameter.kind is parameter.POSITIONAL_ONLY:
-                return inputs
-            kwargs[parameter.name] = value
-    return Inputs(tuple(bound.arguments[name] for name in names), kwargs)
-
-
-def _is_default(parameter: inspect.Parameter, value: Any) -> bool:
-    default = parameter.default
-    scalar = default is None or isinstance(default, (bool, int, float, str))
-    return scalar and type(value) is type(default) and value == default
-
-
 def sharing_of(*leaves: Any) -> tuple[tuple[int, int], ...]:
     """How the tensors among ``leaves`` share memory: per leaf, the index of the first leaf whose
     storage it shares (its own index if none, and for scalars) and its storage offset relative

@@ -1,0 +1,244 @@
+"""A call written in another form than its program's (``model(x, mask)`` where the mask's program
+takes ``attention_mask=mask``; ``model(x=x)`` for ``model(x)``; a default given or left out) gets
+the program's answers, as eager's, and takes the slow path once per form, not at every call; and
+a call the model does not take is captured once per signature, then refused at once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from test_static_signature_programs import Counted
+from torch import nn
+
+import srbench.static.module as static_module
+from srbench.inputs import Inputs
+from srbench.options import StaticOptions
+from srbench.static import InputSignatureError, StaticModule
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+QUICK = StaticOptions(measure_choices=False)
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class Masked(nn.Module):
+    """An optional mask, as transformers' ``attention_mask``, and a scalar with a default."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, scale: float = 2.0) -> torch.Tensor:
+        h = self.linear(x) * scale
+        return h if attention_mask is None else h * attention_mask.unsqueeze(-1)
+
+
+class Extras(nn.Module):
+    """Keywords the signature does not name (``**extra``), one of them no Python identifier."""
+
+    def forward(self, x: torch.Tensor, **extra: torch.Tensor) -> torch.Tensor:
+        return x.sin() + extra["bias"] * extra["not-an-identifier"]
+
+
+class Varargs(nn.Module):
+    def forward(self, x: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        return x.cos() + sum(rest)
+
+
+def counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
+    """Count the calls of ``owner.name`` (the rest runs as it did)."""
+    original: Callable[..., Any] = getattr(owner, name)
+    count = [0]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return count
+
+
+def check_forms(
+    monkeypatch: pytest.MonkeyPatch, model: nn.Module, example: Inputs, calls: list[Inputs], repeats: int = 3
+) -> StaticModule:
+    """Each of ``calls`` ``repeats`` times on a runtime, as eager answers it; the slow path (which
+    looks the program up) is taken at its first call only."""
+    module = StaticModule(model, example, QUICK, name="forms")
+    runtime = module.runtime()
+    slow = counting(monkeypatch, module, "prepared_for")
+    with torch.no_grad():
+        for inputs in calls:
+            expected = inputs.call(model)
+            for repeat in range(repeats):
+                torch.testing.assert_close(inputs.call(runtime), expected)
+                if repeat == 0:
+                    first = slow[0]
+            assert slow[0] == first, f"{inputs}: the slow path at {slow[0] - first} of {repeats - 1} repeats"
+    return module
+
+
+def test_a_positional_mask_where_its_program_takes_it_by_keyword_runs_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    x, mask = randn(2, 5, 4), (randn(2, 5, seed=1) > 0).float()
+    module = check_forms(
+        monkeypatch,
+        Masked().eval(),
+        Inputs.of(x),
+        [
+            Inputs.of(x, mask),  # positional: the program takes attention_mask=mask
+            Inputs.of(x=x),  # by keyword where the example passed it positionally
+            Inputs.of(x=x, attention_mask=mask),
+            Inputs.of(x, mask, 3.0),  # a scalar other than its default: passed by keyword
+            Inputs.of(x, None, 2.0),  # the defaults given: the example's program
+            Inputs.of(x, scale=2.0),
+        ],
+    )
+    assert module.shapes_prepared == 3  # the example's, the mask's, the mask's at scale 3
+
+
+def test_defaults_left_out_where_the_example_gave_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    x, mask = randn(2, 5, 4), (randn(2, 5, seed=1) > 0).float()
+    check_forms(
+        monkeypatch,
+        Masked().eval(),
+        Inputs.of(x, mask, 2.0),
+        [Inputs.of(x), Inputs.of(x, attention_mask=mask), Inputs.of(x=x, attention_mask=mask, scale=2.0)],
+    )
+
+
+def test_a_left_out_scalar_of_another_value_runs_its_own_program() -> None:
+    """``model(x, None, 2.0)`` leaves out the defaults (the example's program, through the form's
+    adapter); ``model(x, None, 3.0)``, of the same form, is another program's call."""
+    model = Masked().eval()
+    x = randn(2, 5, 4)
+    module = StaticModule(model, Inputs.of(x), QUICK)
+    runtime = module.runtime()
+    with torch.no_grad():
+        for scale in (2.0, 3.0, 2.0, 3.0, 2):
+            torch.testing.assert_close(runtime(x, None, scale), model(x, None, scale))
+    assert module.shapes_prepared == 3  # 2 (an int) is not the float default: a program of its own
+
+
+def test_shapes_switched_in_another_form_take_the_slow_path_once_a_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server calling ``model(x, mask)`` at ever other lengths: the adapter's call whose program
+    guard fails reaches the slow path moved, which takes it as written (not as the program's
+    form, which made the next call of the form take the slow path a second time)."""
+    model = Masked().eval()
+    module = StaticModule(model, Inputs.of(randn(2, 5, 4)), QUICK)
+    runtime = module.runtime()
+    slow = counting(monkeypatch, module, "prepared_for")
+    calls = [Inputs.of(randn(2, n, 4, seed=n), (randn(2, n, seed=n + 1) > 0).float()) for n in (5, 7, 5, 7, 5, 7)]
+    with torch.no_grad():
+        for inputs in calls:
+            torch.testing.assert_close(inputs.call(runtime), inputs.call(model))
+            torch.testing.assert_close(inputs.call(runtime), inputs.call(model))
+    assert slow[0] == len(calls)
+
+
+def test_keywords_the_signature_does_not_name_and_varargs(monkeypatch: pytest.MonkeyPatch) -> None:
+    x, bias, factor = randn(3), randn(3, seed=1), randn(3, seed=2)
+    extras = {"bias": bias, "not-an-identifier": factor}
+    check_forms(monkeypatch, Extras(), Inputs(tuple([x]), extras), [Inputs((), {"x": x, **extras})])
+    check_forms(monkeypatch, Varargs(), Inputs.of(x, bias), [Inputs.of(x, bias), Inputs.of(x, bias, factor)])
+
+
+def test_threads_calling_one_module_in_their_own_forms() -> None:
+    model = Masked().eval()
+    x, mask = randn(2, 5, 4), (randn(2, 5, seed=1) > 0).float()
+    module = StaticModule(model, Inputs.of(x), QUICK)
+    forms = [Inputs.of(x, mask), Inputs.of(x, attention_mask=mask), Inputs.of(x=x, attention_mask=mask), Inputs.of(x)]
+    with torch.no_grad():
+        expected = [inputs.call(model) for inputs in forms]
+    errors: list[BaseException] = []
+
+    def work(order: list[int]) -> None:
+        runtime = module.runtime()
+        try:
+            with torch.no_grad():
+                for _ in range(50):
+                    for index in order:
+                        torch.testing.assert_close(forms[index].call(runtime), expected[index])
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(order,)) for order in ([0, 0, 1, 2, 3], [2, 1, 0, 3], [3])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert module.shapes_prepared == 2
+
+
+GOOD = Inputs.of(randn(3), {"a": randn(3, seed=1), "b": randn(3, seed=2)})
+
+
+def bad(key: str) -> Inputs:
+    """A call whose dict lacks ``b`` (the model reads it) and has ``key`` instead."""
+    return Inputs.of(randn(3), {"a": randn(3), key: randn(3)})
+
+
+def test_a_call_the_model_does_not_take_is_captured_once_then_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Counted()
+    module = StaticModule(model, GOOD, QUICK, name="counted")
+    runtime = module.runtime()
+    captures = counting(monkeypatch, static_module, "capture_graph")
+    messages = []
+    for _ in range(3):
+        with pytest.raises(InputSignatureError, match=r"pair must be a dict with keys \['a', 'b'\]") as info:
+            bad("c").call(runtime)
+        assert isinstance(info.value.__cause__, Exception) and "'b'" in str(info.value.__cause__)
+        messages.append(str(info.value))
+    assert captures[0] == 1 and len(set(messages)) == 1
+    assert int(model.calls) == 0 and module.shapes_prepared == 1, "nothing ran, nothing was prepared"
+    with torch.no_grad():
+        torch.testing.assert_close(GOOD.call(runtime), GOOD.call(model))
+
+
+def test_refusals_are_kept_to_the_bound_least_recently_used_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = StaticModule(Counted(), GOOD, StaticOptions(measure_choices=False, max_signatures=2))
+    runtime = module.runtime()
+    captures = counting(monkeypatch, static_module, "capture_graph")
+    for key in ("c", "d", "c", "e", "c", "d"):  # d is dropped for e; c, used last, is kept
+        with pytest.raises(InputSignatureError):
+            bad(key).call(runtime)
+    assert captures[0] == 4
+
+
+def test_a_refusal_under_an_autocast_the_caller_entered_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = StaticModule(Counted(), GOOD, QUICK)
+    captures = counting(monkeypatch, static_module, "capture_graph")
+    with pytest.raises(InputSignatureError, match="autocast"), torch.autocast("cpu"):
+        module.prepared_for(bad("c"))
+    with pytest.raises(InputSignatureError, match="KeyError"):
+        module.prepared_for(bad("c"))
+    assert captures[0] == 2
+
+
+def test_threads_repeating_a_refused_call_capture_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = StaticModule(Counted(), GOOD, QUICK)
+    captures = counting(monkeypatch, static_module, "capture_graph")
+    refused: list[BaseException] = []
+
+    def work() -> None:
+        runtime = module.runtime()
+        for _ in range(3):
+            try:
+                bad("c").call(runtime)
+            except BaseException as error:  # counted by the main thread
+                refused.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(refused) == 9 and all(isinstance(error, InputSignatureError) for error in refused)
+    assert captures[0] == 1
