@@ -1,0 +1,87 @@
+"""What a call written in another form than its program's costs on srbench's static runtime.
+
+A ``Linear(4, 4)`` with an optional mask, prepared at ``model(x)``: the mask's program takes it
+as ``attention_mask=mask`` (the example's form, the mask by keyword). This script times, in
+interleaved rounds in one process and one thread, three runtimes of the module: one called by
+keyword (the program's own form), one called positionally ``model(x, mask)`` (moved to the
+program's form: by the slow path at every call before the per-form adapters of
+``srbench/static/forms.py``), and one called both ways in turn; it checks each against eager
+first, and reports the median microseconds per call. Not a timed test: run it as a script.
+
+    .venv/bin/python benchmarks/call_forms_check.py
+    .venv/bin/python benchmarks/call_forms_check.py --rounds 1000
+
+This file sits in asv's benchmark directory, so importing it does nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def measure(rounds: int, calls: int = 50) -> dict[str, float]:
+    """Median microseconds per call of each way of calling, ``calls`` calls per sample."""
+    import torch
+
+    from srbench.inputs import Inputs
+    from srbench.options import StaticOptions
+    from srbench.runtimes import intra_op_threads
+    from srbench.static import StaticModule
+
+    class Masked(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+            h = self.linear(x)
+            return h if attention_mask is None else h * attention_mask.unsqueeze(-1)
+
+    torch.manual_seed(0)
+    model = Masked().eval()
+    x, mask = torch.randn(2, 5, 4), (torch.randn(2, 5) > 0).float()
+    with intra_op_threads(1), torch.no_grad():
+        module = StaticModule(model, Inputs.of(x), StaticOptions(measure_choices=False), name="masked")
+        by_keyword, positional, mixed = module.runtime(), module.runtime(), module.runtime()
+
+        def both() -> Any:
+            mixed(x, attention_mask=mask)
+            return mixed(x, mask)
+
+        ways: dict[str, tuple[Callable[[], Any], int]] = {
+            "by keyword (the program's form)": (lambda: by_keyword(x, attention_mask=mask), calls),
+            "positionally": (lambda: positional(x, mask), calls),
+            "both in turn": (both, calls // 2),
+        }
+        expected = model(x, mask)
+        for call, _ in ways.values():
+            torch.testing.assert_close(call(), expected)
+        samples: dict[str, list[float]] = {label: [] for label in ways}
+        order = list(ways.items())
+        for round_index in range(rounds):
+            shift = round_index % len(order)
+            for label, (call, repeats) in order[shift:] + order[:shift]:
+                start = time.perf_counter()
+                for _ in range(repeats):
+                    call()
+                samples[label].append((time.perf_counter() - start) / calls * 1e6)
+    return {label: statistics.median(values) for label, values in samples.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=400)
+    args = parser.parse_args(argv)
+    print("| Linear(4, 4) with a mask, called | µs a call (median) |")
+    print("|---|---|")
+    for label, median in measure(args.rounds).items():
+        print(f"| {label} | {median:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
