@@ -5,6 +5,8 @@ a call the model does not take is captured once per signature, then refused at o
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +20,7 @@ import srbench.static.module as static_module
 from srbench.inputs import Inputs
 from srbench.options import StaticOptions
 from srbench.static import InputSignatureError, StaticModule
+from srbench.static.forms import Adapters, Form, _is_default, rebinding
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -242,3 +245,62 @@ def test_threads_repeating_a_refused_call_capture_it_once(monkeypatch: pytest.Mo
         thread.join()
     assert len(refused) == 9 and all(isinstance(error, InputSignatureError) for error in refused)
     assert captures[0] == 1
+
+
+def _masked(x: Any, mask: Any = None, scale: float = 2.0, *, flag: bool = False) -> None:
+    """A signature of every parameter kind but ``*args`` (which rebinding leaves as given)."""
+
+
+def _extras(x: Any, y: Any, /, z: int = 1, **extra: Any) -> None:
+    """Positional-only parameters and keywords the signature does not name."""
+
+
+@pytest.mark.parametrize("function, names", [(_masked, "x mask scale flag"), (_extras, "x y z w")])
+def test_every_adapter_moves_a_call_as_the_slow_path_does_or_passes_it_on(
+    function: Callable[..., Any], names: str
+) -> None:
+    """Every call of every form (of 0-3 positional arguments and up to two keywords, each a
+    tensor, None or a float), through the adapter made from every call of its form: moved as
+    :func:`rebinding` moves it, or passed on as given (another form, a left-out scalar of another
+    value), or with an argument its program took for a value other than its default given that
+    default (the program's guard holds the other value: it sends that call to the slow path)."""
+    tensor = torch.zeros(1)
+    parameters = inspect.signature(function).parameters
+    forms: dict[Form, list[Inputs]] = {}
+    for positional in range(4):
+        for keywords in (keys for size in range(3) for keys in itertools.combinations(names.split(), size)):
+            for values in itertools.product((tensor, None, 2.0, 3.0), repeat=min(2, positional + len(keywords))):
+                given = [*values, *[tensor] * (positional + len(keywords) - len(values))]
+                inputs = Inputs(tuple(given[:positional]), dict(zip(keywords, given[positional:])))
+                forms.setdefault(Form.of(inputs), []).append(inputs)
+    adapters, moved = Adapters("check"), 0
+    for example_form in (Form(1, frozenset()), Form(2, frozenset({names.split()[-1]}))):
+        for calls in forms.values():
+            for first in calls:
+                made = rebinding(function, first, example_form.positional, example_form.keywords)
+                if made is None:
+                    continue
+                adapter = adapters.bind(made, lambda *args, **kwargs: Inputs(args, kwargs), [None])
+                for call in calls:
+                    got: Inputs = adapter(*call.args, **call.kwargs)
+                    again = rebinding(function, call, example_form.positional, example_form.keywords)
+                    want = call if again is None else again.apply(call)
+                    extra = got.kwargs.keys() - want.kwargs.keys()
+                    kept = {key: value for key, value in got.kwargs.items() if key not in extra}
+                    guarded = all(
+                        _is_default(parameters[key], got.kwargs[key])
+                        and not _is_default(parameters[key], made.apply(first).kwargs[key])
+                        for key in extra
+                    )
+                    assert same(got, call) or (guarded and same(Inputs(got.args, kept), want)), (first, call, got)
+                    moved += not same(got, call)
+    assert moved > 1000
+
+
+def same(a: Inputs, b: Inputs) -> bool:
+    return (
+        len(a.args) == len(b.args)
+        and all(x is y for x, y in zip(a.args, b.args))
+        and a.kwargs.keys() == b.kwargs.keys()
+        and all(a.kwargs[key] is b.kwargs[key] for key in a.kwargs)
+    )

@@ -100,7 +100,11 @@ class Rebinding:
     """A call of form ``given`` moved to its program's form: the program's positional arguments
     (``args``) and keyword arguments (``kwargs``), each from where the call has it; ``left_out``:
     the call's scalars left out for being equal to their parameter's default, which an adapter
-    checks at each call (another value is another program's call)."""
+    checks at each call (another value is another program's call). An argument the program
+    takes because its value was not its default is not checked: given its default's value, the
+    adapter passes it on, and the program's guard (which holds the other value) sends the call to
+    the slow path, which leaves it out (``tests/test_static_call_forms.py`` checks every adapter
+    against the slow path's moves over every form of two signatures)."""
 
     given: Form
     args: tuple[Source, ...]
