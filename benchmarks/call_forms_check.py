@@ -6,7 +6,10 @@ interleaved rounds in one process and one thread, three runtimes of the module: 
 keyword (the program's own form), one called positionally ``model(x, mask)`` (moved to the
 program's form: by the slow path at every call before the per-form adapters of
 ``srbench/static/forms.py``), and one called both ways in turn; it checks each against eager
-first, and reports the median microseconds per call. Not a timed test: run it as a script.
+first, and reports the median microseconds per call. Then it times a call the model does not
+take (a dict without the key the model reads, on 8 layers of Linear, LayerNorm and GELU): its
+first refusal captures it, and each repeat (captured again at every call before the refusals
+were cached by signature). Not a timed test: run it as a script.
 
     .venv/bin/python benchmarks/call_forms_check.py
     .venv/bin/python benchmarks/call_forms_check.py --rounds 1000
@@ -72,14 +75,53 @@ def measure(rounds: int, calls: int = 50) -> dict[str, float]:
     return {label: statistics.median(values) for label, values in samples.items()}
 
 
+def refusals(repeats: int) -> list[float]:
+    """Milliseconds of the first refusal of a call the model does not take, then of each repeat."""
+    import torch
+
+    from srbench.inputs import Inputs
+    from srbench.options import StaticOptions
+    from srbench.runtimes import intra_op_threads
+    from srbench.static import InputSignatureError, StaticModule
+
+    class Deep(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            block = [torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.GELU()]
+            self.layers = torch.nn.Sequential(*[torch.nn.Sequential(*block) for _ in range(8)])
+
+        def forward(self, x: torch.Tensor, pair: dict[str, torch.Tensor]) -> torch.Tensor:
+            return self.layers(x) * pair["scale"] + pair["shift"]
+
+    torch.manual_seed(0)
+    x, scale = torch.randn(4, 64), torch.randn(64)
+    good, bad = Inputs.of(x, {"scale": scale, "shift": scale}), Inputs.of(x, {"scale": scale, "offset": scale})
+    times = []
+    with intra_op_threads(1), torch.no_grad():
+        runtime = StaticModule(Deep().eval(), good, StaticOptions(measure_choices=False)).runtime()
+        for _ in range(repeats + 1):
+            start = time.perf_counter()
+            try:
+                bad.call(runtime)
+            except InputSignatureError:
+                times.append((time.perf_counter() - start) * 1e3)
+            else:
+                raise AssertionError("the call the model does not take was not refused")
+    return times
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of the refused call")
     args = parser.parse_args(argv)
     print("| Linear(4, 4) with a mask, called | µs a call (median) |")
     print("|---|---|")
     for label, median in measure(args.rounds).items():
         print(f"| {label} | {median:.2f} |")
+    first, *again = refusals(args.repeats)
+    print(f"\na call the model does not take: refused in {first:.1f} ms, then in", end=" ")
+    print(", ".join(f"{ms:.2f}" for ms in again), "ms")
     return 0
 
 

@@ -236,13 +236,14 @@ class StaticModule:
 
         Where the capture itself failed so, the refusal is cached by signature (the least recently
         used dropped past ``options.max_signatures``; programs are not counted), and a repeat is
-        refused at once with the same error, nothing captured or run: the capture traces with
-        fake tensors, so its failure depends on the signature, the model and torch, not on the
-        call's values. A failure of the preparing after the capture is not cached (its checks run
-        ops on the call's values), nor one under an autocast the caller entered (the capture
-        refuses that, not the call) or out of memory. The module is a snapshot of the model as
-        prepared (see the class docstring): a model or torch setting changed since is prepared
-        anew, as a new module, which has refused nothing yet."""
+        refused at once with the same error, nothing captured or run: a capture fails where
+        torch.export, tracing with fake tensors, fails, or where its checks refuse the model's own
+        state (an eager failure there is left to export), so its failure depends on the signature,
+        the model and torch, not on the call's values. A failure of the preparing after the capture
+        is not cached (its checks run ops on the call's values), nor one under an autocast the
+        caller entered (the capture refuses that, not the call) or out of memory. The module is a
+        snapshot of the model as prepared (see the class docstring): a model or torch setting
+        changed since is prepared anew, as a new module, which has refused nothing yet."""
         try:
             captured = capture_graph(self.model, inputs, self.options, name=self.name)
         except Exception as error:
