@@ -1940,7 +1940,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to sixteenth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to seventeenth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -1952,6 +1952,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round14 import fourteenth_round
     from benchmarks.outside_round15 import fifteenth_round
     from benchmarks.outside_round16 import sixteenth_round
+    from benchmarks.outside_round17 import seventeenth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -1969,6 +1970,7 @@ def outside_models() -> list[OutsideModel]:
             fourteenth_round,
             fifteenth_round,
             sixteenth_round,
+            seventeenth_round,
         )
         for case in models()
     ]
@@ -1998,11 +2000,18 @@ CHECKS = (*OPTION_SETS, "plugin", *THREAD_CHECKS)  # every check: the option set
 
 
 def _export_refusal(model: Any, inputs: Any) -> str | None:
-    """Why ``torch.export`` cannot capture the model at this call, or ``None`` when it can."""
+    """Why ``torch.export`` cannot capture the model at this call, or ``None`` when it can. The
+    model and its libraries' caches are left as they were (what export's trace set there is a
+    ``FakeTensor`` that the eager calls after this probe would read), as srbench's capture leaves
+    them."""
     import torch
 
+    from srbench.graph.function_caches import function_caches_kept
+    from srbench.graph.module_snapshot import module_kept
+
     try:
-        torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
+        with function_caches_kept(model), module_kept(model):
+            torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
     except Exception as error:  # any refusal of export is the answer
         return error_summary(error)[:200]
     return None
