@@ -31,6 +31,7 @@ from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
 from srbench.graph.buffer_writes import sub_module_buffers_written
 from srbench.graph.eager_paths import eager_inference_paths
+from srbench.graph.function_caches import function_caches_kept
 from srbench.graph.generators import explicit_generator, generator_argument, lifted_generator
 from srbench.graph.grad_switches import DROPPED_GRAD_SWITCH, dropped_grad_switches
 from srbench.graph.module_snapshot import module_kept
@@ -384,10 +385,13 @@ def capture(
     # sub_module_buffers_written: a sub-module's buffer assigned anew is written in the graph, as
     # export writes the root's (see srbench.graph.buffer_writes); grad_switches: a grad-mode
     # switch export drops (see srbench.graph.grad_switches); transform_levels_kept: a failure
-    # inside a torch.func transform does not leave the process inside it (srbench.graph.transform_levels)
+    # inside a torch.func transform does not leave the process inside it (srbench.graph.transform_levels);
+    # function_caches_kept: a library's lru_cache filled under export's fake tensors is cleared
+    # (srbench.graph.function_caches)
     with (
         _EXPORT_LOCK,
         transform_levels_kept(),
+        function_caches_kept(model),
         torch.no_grad(),
         eager_inference_paths(model),
         module_kept(model),
