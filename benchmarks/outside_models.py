@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 463
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 464
 models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``, the
 seventh's 37 in ``benchmarks/outside_round7.py``, the eighth's 40 in
 ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``: diffusers,
@@ -21,10 +21,10 @@ caches as the caller's, and transformers architectures no earlier round built, t
 ``benchmarks/outside_round16.py``: lucidrains' language, set, vision, geometric and recurrent libraries
 (complex states among them), three hand-written models (state buffers written in place, optional
 keywords, parameters of three dtypes) and transformers architectures no earlier round built, the
-seventeenth's 24 in ``benchmarks/outside_round17.py``: lucidrains' and others' libraries (states and
-memories in and out, a backbone as an argument, a Python int of slots), five hand-written models (a
+seventeenth's 25 in ``benchmarks/outside_round17.py``: lucidrains' and others' libraries (states and
+memories in and out, a backbone as an argument, a Python int of slots), six hand-written models (a
 beam search step's dict of tuples, channels-last int and bool outputs, int8 weights, complex tensors,
-a ring buffer written into the caller's tensors) and transformers architectures no earlier round
+a ring buffer written into the caller's tensors, a dtype per call) and transformers architectures no earlier round
 built, a greedy loop on a ``DynamicCache`` among them, unavailable where those extras are not
 installed),
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that

@@ -4,10 +4,11 @@ layer's tokens attended to together), ResMLP, the few-shot CrossTransformer (its
 every call), TokenLearner and TokenFuser, multi-head slot attention (the number of slots a Python
 int of the call), the ReLA transformer, RetNet's chunkwise form (a list of states and a Python int
 start in, the next states out), the Memory Transformer-XL (short and long memories in and out, a
-namedtuple), Tranception and the discrete key-value bottleneck; five hand-written models (a beam
+namedtuple), Tranception and the discrete key-value bottleneck; six hand-written models (a beam
 search step returning a dict of tuples, a channels-last segmenter with int and bool outputs,
-int8 weights dequantised into float16, a complex-valued network called with complex tensors, and
-a ring buffer and its int64 position written in place into the caller's tensors); and
+int8 weights dequantised into float16, a block answering in the caller's dtype, float32 then
+float64, a complex-valued network called with complex tensors, and a ring buffer and its int64
+position written in place into the caller's tensors); and
 ``transformers`` architectures no earlier round built, among them a greedy generation loop on
 transformers' own ``DynamicCache``.
 
@@ -319,8 +320,9 @@ def _decoding_models() -> list[OutsideModel]:
 
 
 def _dtype_models() -> list[OutsideModel]:
-    """Three hand-written models: a channels-last segmenter with int and bool outputs, int8
-    weights dequantised into float16, and a complex-valued network."""
+    """Four hand-written models: a channels-last segmenter with int and bool outputs, int8
+    weights dequantised into float16, a block answering in the caller's dtype (float32, then
+    float64), and a complex-valued network."""
     import torch
 
     class Segmenter(torch.nn.Module):
@@ -391,6 +393,23 @@ def _dtype_models() -> list[OutsideModel]:
         size = ((1, 3)[shape], (6, 9)[shape], 12)
         return _call(torch.complex(_randn(shape, *size), _randn(shape + 1, *size)))
 
+    class AnyFloat(torch.nn.Module):
+        """A block that takes features of any float dtype, as library code written for mixed
+        precision does: computed in float32 (its parameters'), the residual added and the result
+        returned in the caller's dtype; called with float32 at the first shape and float64 at the
+        second (srbench prepares a program per dtype)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(16)
+            self.proj = torch.nn.Linear(16, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.proj(self.norm(x.float())).to(x.dtype)
+
+    def any_float(shape: int) -> Any:
+        return _call(_randn(shape, (1, 3)[shape], (5, 7)[shape], 16, dtype=(torch.float32, torch.float64)[shape]))
+
     return [
         OutsideModel("channels_last_segmenter", "hand-written segmenter, channels-last weights and input, "
                      "in-place ReLUs; logits, an int64 class map, a bool mask and int64 counts", Segmenter, images,
@@ -398,6 +417,9 @@ def _dtype_models() -> list[OutsideModel]:
         OutsideModel("int8_weight_only", "hand-written int8 weight buffers and float16 scales dequantised at "
                      "each call, float16 activations, a float32 result", Int8Weights,
                      _sequences((5, 7), 24), rtol=1e-2, atol=1e-2),
+        OutsideModel("input_dtype_per_call", "hand-written block computing in float32 and answering in the "
+                     "caller's dtype: float32 at one shape, float64 at the other", AnyFloat, any_float,
+                     **_TOLERANCE),
         OutsideModel("complex_valued_net", "hand-written complex-valued network: a complex64 signal in, complex "
                      "weights, modReLU; a complex output and its phase", ComplexNet, signals, **_TOLERANCE),
     ]  # fmt: skip

@@ -61,6 +61,39 @@ def test_a_capture_leaves_no_fake_tensor_in_a_librarys_function_cache():
     torch.testing.assert_close(out, _expected(x))
 
 
+_TABLES: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+class Tabled(nn.Module):
+    """The same cache written by hand, as rotary embeddings often keep theirs: a module-level dict
+    of ``(cos, sin)`` tables by length."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        length = x.shape[-1]
+        if length not in _TABLES:
+            angles = torch.linspace(0.0, 1.0, length)
+            _TABLES[length] = (angles.cos(), angles.sin())
+        cos, sin = _TABLES[length]
+        return x * cos + sin
+
+
+def test_a_capture_leaves_no_fake_tensor_in_a_librarys_dict_cache():
+    """A dict filled under export's fake tensors kept them as the ``lru_cache`` did: the
+    capture's entries holding a ``FakeTensor`` are now taken out (the next call fills them
+    again), the entries eager made are kept."""
+    _TABLES.clear()
+    model, x = Tabled().eval(), torch.randn(2, 6)
+    with torch.no_grad():
+        model(torch.randn(2, 4))
+    kept = _TABLES[4]
+    capture(model, (x,))
+    assert set(_TABLES) == {4} and _TABLES[4] is kept
+    with torch.no_grad():
+        out = model(x)
+    angles = torch.linspace(0.0, 1.0, 6)
+    torch.testing.assert_close(out, x * angles.cos() + angles.sin())
+
+
 def test_the_sweeps_export_probe_leaves_the_caches_as_they_were():
     """The sweep asks plain ``torch.export`` first whether it captures the model at all; that
     probe filled the cache too, right before the sweep's eager calls (the drift check's, which

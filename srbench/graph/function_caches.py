@@ -9,8 +9,10 @@ caches its decay masks and gammas, and after srbench prepared RetNet at a second
 next call answered a ``FakeTensor`` (the sweep itself stopped on it). :func:`function_caches_kept`
 clears, after a capture, each cache that missed during it, in the modules of the packages the
 model's classes come from (where such caches live): what it held is recomputed at the next call,
-as after any ``cache_clear``. :mod:`srbench.graph.module_snapshot` does the same for state the
-capture left on the model's own modules.
+as after any ``cache_clear``; and entries holding a ``FakeTensor`` in those modules' dicts (a
+``_TABLES = {}`` filled by size, the same cache written by hand) are taken out, as a miss would have
+left them. :mod:`srbench.graph.module_snapshot` does the same for state the capture left on the
+model's own modules.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 Cache = Any  # functools._lru_cache_wrapper: its C type has no public name to annotate with
 
@@ -42,14 +45,18 @@ def _caches_in(namespace: dict[str, Any]) -> Iterator[Cache]:
             yield value
 
 
+def _namespaces(packages: set[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The globals of every module of ``packages`` already imported, with the module's name."""
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] in packages and module is not None:
+            yield name, getattr(module, "__dict__", {})
+
+
 def package_caches(packages: set[str]) -> list[Cache]:
     """Every ``functools.lru_cache`` / ``functools.cache`` wrapper held by a module of
     ``packages`` already imported, or by a class defined there (a cached static method)."""
     found: dict[int, Cache] = {}
-    for name, module in list(sys.modules.items()):
-        if name.partition(".")[0] not in packages or module is None:
-            continue
-        namespace = getattr(module, "__dict__", {})
+    for name, namespace in _namespaces(packages):
         for cache in _caches_in(namespace):
             found[id(cache)] = cache
         for value in list(namespace.values()):
@@ -59,11 +66,30 @@ def package_caches(packages: set[str]) -> list[Cache]:
     return list(found.values())
 
 
+def _holds_fake(value: Any) -> bool:
+    """A ``FakeTensor``, or a tuple or list holding one (a cached ``(cos, sin)`` pair)."""
+    if isinstance(value, (tuple, list)):
+        return any(isinstance(item, FakeTensor) for item in value)
+    return isinstance(value, FakeTensor)
+
+
+def drop_fake_entries(packages: set[str]) -> None:
+    """Take out of the module-level dicts of ``packages`` every entry whose value holds a
+    ``FakeTensor``."""
+    for _, namespace in _namespaces(packages):
+        for value in list(namespace.values()):
+            if type(value) is dict:
+                for key in [key for key, item in value.items() if _holds_fake(item)]:
+                    del value[key]
+
+
 @contextmanager
 def function_caches_kept(model: torch.nn.Module) -> Iterator[None]:
     """Run the block (a capture of ``model``); afterwards, however it ends, clear each cache of
-    the model's packages that missed during it (it may hold a ``FakeTensor`` now)."""
-    caches = package_caches(_packages(model))
+    the model's packages that missed during it (it may hold a ``FakeTensor`` now), and take the
+    ``FakeTensor`` entries out of their module-level dicts."""
+    packages = _packages(model)
+    caches = package_caches(packages)
     misses = [cache.cache_info().misses for cache in caches]
     try:
         yield
@@ -71,3 +97,4 @@ def function_caches_kept(model: torch.nn.Module) -> Iterator[None]:
         for cache, before in zip(caches, misses):
             if cache.cache_info().misses != before:
                 cache.cache_clear()
+        drop_fake_entries(packages)
