@@ -92,7 +92,10 @@ arrays so that numba can compile it:
   visiting about as many sections as are in scope. Seed 17's part of 196 buffers in its known
   packing's order: 333,515 steps instead of 402,889; 10,000 inference-like tensors: 20,008
   steps instead of 44,587 (1.55 s instead of 2.5 s); on 100 fresh generated instances 81 fit
-  in 10 s instead of 79 (README).
+  in 10 s instead of 79 (README). What it proves is kept for the subtree (each raised buffer's
+  minimum offset, on the trail, as a constraint solver keeps a narrowed domain), so bounds
+  build up along a path instead of being found again, or not, at each placement (README: "Kept
+  starts").
 
 * **Conflict-directed backjumping** (Prosser, "Hybrid algorithms for the constraint satisfaction
   problem", Computational Intelligence 1993; after Gaschnig's backjumping), in randomised searches
@@ -787,6 +790,41 @@ def _raise_neighbours(
 
 
 @njit(cache=True)
+def _keep_raised_starts(section_lo, section_hi, rank, min_offset, floor, raised, persist, persisted, key_offset,
+                        key_rank, scratch, mark, stamp, offset_trail, offset_top):  # fmt: skip
+    """Keep what start propagation proved for the subtree of a placement that passed: each buffer
+    it raised (``persist[:persisted]``, raised to ``raised[buffer]``) starts there from now on, its
+    old minimum offset on the trail, as a constraint solver keeps a narrowed domain until it
+    backtracks. Every bound holds in every packing below the node, so nothing is lost; without
+    this, the next placement started again from the minimum offsets the neighbours alone set, and
+    found again only what its own sections led to. A kept start takes the buffer out of the
+    candidates below it, raises the floors of its sections (listed in ``scratch``, marked with
+    ``stamp``, for :func:`_lift_floors`), and is where the next propagation starts from.
+
+    Only buffers that come after the key in (minimum offset, rank) order are kept: one the
+    canonical order has left behind may be placed only once a neighbour raises it (its lowest
+    start, key plus its lift, is an inference, :func:`srbench.planners._section_inference.lowest_start`);
+    a minimum offset above the key would make it a candidate there. Returns how many sections
+    are listed and the offset trail's new top."""
+    lifted = 0
+    for index in range(persisted):
+        buffer = persist[index]
+        start = raised[buffer]
+        low = min_offset[buffer]
+        if start > low and (low > key_offset or (low == key_offset and rank[buffer] > key_rank)):
+            offset_trail[0, offset_top] = buffer
+            offset_trail[1, offset_top] = low
+            offset_top += 1
+            min_offset[buffer] = start
+            for section in range(section_lo[buffer], section_hi[buffer]):
+                if mark[section] != stamp and floor[section] < start:
+                    mark[section] = stamp
+                    scratch[lifted] = section
+                    lifted += 1
+    return lifted, offset_top
+
+
+@njit(cache=True)
 def _set_floor(floor, section_trail, section_top, section, value):
     """Set ``floor[section]`` to ``value``, the old value going on the trail; returns its new top."""
     section_trail[0, section_top] = section
@@ -1001,6 +1039,8 @@ def _search(problem, state, budget):
     by_finish = np.empty(count, dtype=np.int64)
     queue = np.empty(num_sections + 1, dtype=np.int64)
     queued = np.zeros(num_sections + 1, dtype=np.bool_)
+    noted = np.zeros(count, dtype=np.int64)  # stamps start at 1
+    persist = np.empty(count, dtype=np.int64)
     incremental = open_floor.shape[0] == total.shape[0]  # see SCAN_SECTIONS
     smallest = size.min() if count else 1  # below this slack a section's lowest buffer is alone there
     spent = 0
@@ -1076,8 +1116,8 @@ def _search(problem, state, budget):
                 _merge_conflicts(conflict, failed, depth)
             continue
         if (
-            section_top + (section_hi[chosen] - section_lo[chosen]) + num_sections > section_trail.shape[1]
-            or offset_top + neighbour_ptr[chosen + 1] - neighbour_ptr[chosen] > offset_trail.shape[1]
+            section_top + (section_hi[chosen] - section_lo[chosen]) + 2 * num_sections > section_trail.shape[1]
+            or offset_top + neighbour_ptr[chosen + 1] - neighbour_ptr[chosen] + count > offset_trail.shape[1]
         ):
             status = TRAIL_FULL  # the caller makes room; the placement is tried again then
             break
@@ -1140,10 +1180,21 @@ def _search(problem, state, budget):
             if depth == 0 or (frames > 0 and frame[_PIECE_START, frames - 1] == depth):
                 seed_count = hi - lo
                 changed[:seed_count] = np.arange(lo, hi)
-            failing = unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_start, start_ptr, size,
-                                             lift, top, capacity, offset, min_offset, floor, total, rank, chosen_offset,
-                                             chosen_rank, raised, finish, fresh, stamp, jobs, by_finish, queue, queued,
-                                             changed, seed_count, lo, hi, PROPAGATION_VISITS * (hi - lo))  # fmt: skip
+            failing, persisted = unpropagatable_section(member_ptr, member_idx, section_lo, section_hi, by_start,
+                                                        start_ptr, size, lift, top, capacity, offset, min_offset, floor,
+                                                        total, rank, chosen_offset, chosen_rank, raised, finish, fresh,
+                                                        stamp, jobs, by_finish, queue, queued, changed, seed_count, lo,
+                                                        hi, PROPAGATION_VISITS * (hi - lo), noted, persist)  # fmt: skip
+            if failing == -1 and persisted > 0:
+                stamp += 1
+                lifted, offset_top = _keep_raised_starts(section_lo, section_hi, rank, min_offset, floor, raised,
+                                                         persist, persisted, chosen_offset, chosen_rank, scratch,
+                                                         mark, stamp, offset_trail, offset_top)  # fmt: skip
+                before = section_top
+                section_top = _lift_floors(member_ptr, member_idx, offset, min_offset, floor, scratch, section_trail,
+                                           section_top, lifted)  # fmt: skip
+                if incremental:
+                    _refresh_open_floors(open_floor, floor, total, section_trail, before, section_top)
         if failing == -1:
             placed_at[chosen] = depth
             depth += 1
