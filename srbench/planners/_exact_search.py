@@ -776,17 +776,27 @@ def _raise_neighbours(
     for position in range(neighbour_ptr[chosen], neighbour_ptr[chosen + 1]):
         other = neighbour_idx[position]
         if offset[other] < 0 and min_offset[other] < height:
-            offset_trail[0, top] = other
-            offset_trail[1, top] = min_offset[other]
-            top += 1
-            min_offset[other] = height
-            # Only a section whose floor is below the raised offset can see its floor rise.
-            for section in range(section_lo[other], section_hi[other]):
-                if mark[section] != stamp and floor[section] < height:
-                    mark[section] = stamp
-                    scratch[affected] = section
-                    affected += 1
+            affected, top = _raise_start(section_lo, section_hi, min_offset, floor, scratch, mark, stamp, offset_trail,
+                                         top, affected, other, height)  # fmt: skip
     return affected, top
+
+
+@njit(cache=True)
+def _raise_start(section_lo, section_hi, min_offset, floor, scratch, mark, stamp, offset_trail, offset_top, affected,
+                 buffer, start):  # fmt: skip
+    """Raise ``buffer``'s minimum offset to ``start``, the old one on the trail, and list in
+    ``scratch`` (marked with ``stamp``) each of its sections not listed yet whose floor is below
+    ``start``: only such a section can see its floor rise. Returns how many are listed and the
+    offset trail's new top."""
+    offset_trail[0, offset_top] = buffer
+    offset_trail[1, offset_top] = min_offset[buffer]
+    min_offset[buffer] = start
+    for section in range(section_lo[buffer], section_hi[buffer]):
+        if mark[section] != stamp and floor[section] < start:
+            mark[section] = stamp
+            scratch[affected] = section
+            affected += 1
+    return affected, offset_top + 1
 
 
 @njit(cache=True)
@@ -812,15 +822,8 @@ def _keep_raised_starts(section_lo, section_hi, rank, min_offset, floor, raised,
         start = raised[buffer]
         low = min_offset[buffer]
         if start > low and (low > key_offset or (low == key_offset and rank[buffer] > key_rank)):
-            offset_trail[0, offset_top] = buffer
-            offset_trail[1, offset_top] = low
-            offset_top += 1
-            min_offset[buffer] = start
-            for section in range(section_lo[buffer], section_hi[buffer]):
-                if mark[section] != stamp and floor[section] < start:
-                    mark[section] = stamp
-                    scratch[lifted] = section
-                    lifted += 1
+            lifted, offset_top = _raise_start(section_lo, section_hi, min_offset, floor, scratch, mark, stamp,
+                                              offset_trail, offset_top, lifted, buffer, start)  # fmt: skip
     return lifted, offset_top
 
 
