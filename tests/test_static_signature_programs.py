@@ -17,6 +17,7 @@ from srbench.inputs import Inputs
 from srbench.observe.static import observe_static
 from srbench.options import StaticOptions
 from srbench.static import InputSignatureError, StaticModule
+from srbench.static.signature import InputSignature
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -208,6 +209,62 @@ def test_a_tensor_on_another_device_is_still_refused_before_preparing() -> None:
         with pytest.raises(InputSignatureError, match=rf"model 'elementwise': {message}; expected signature"):
             inputs.call(runtime)
     assert module.shapes_prepared == 1
+
+
+class Counting(nn.Module):
+    """Writes a counter buffer at every call: a call that ran any of the program moved it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        self.calls.add_(1)
+        return x.sin() if y is None else x.sin() + y
+
+
+def test_a_call_mixing_devices_is_refused_before_anything_runs() -> None:
+    """Prepared on cpu, called on meta or with cpu and meta mixed, as either argument, or an
+    optional one on meta: refused by the tensor's path, and neither the program nor a new prepare
+    ran (the counter the program writes did not move)."""
+    model = Counting()
+    module = StaticModule(model, Inputs.of(randn(3), randn(3, seed=1)), QUICK, name="counting")
+    runtime = module.runtime()
+    meta = torch.empty(3, device="meta")
+    model.calls.zero_()
+    for inputs, message in (
+        (Inputs.of(meta, meta), r"x must be on cpu, got meta"),
+        (Inputs.of(randn(3), meta), r"y must be on cpu, got meta"),
+        (Inputs.of(meta, randn(3)), r"x must be on cpu, got meta"),
+        (Inputs.of(meta), r"x must be on cpu, got meta"),  # another structure: no new program either
+    ):
+        with pytest.raises(InputSignatureError, match=rf"model 'counting': {message}; expected signature"):
+            inputs.call(runtime)
+    assert model.calls.item() == 0 and module.shapes_prepared == 1
+    _check(runtime, model, [Inputs.of(randn(3, seed=2), randn(3, seed=3))])  # the runtime still serves
+
+
+def test_the_calls_first_tensor_off_the_runtimes_device_is_refused_for_an_example_mixing_devices() -> None:
+    """The second check of ``device_difference``: an example on cpu and meta (the runtime's memory
+    on cpu, its first tensor's), called without its cpu tensor, so that the call's first tensor is
+    the meta one. Each tensor is where the example's was, but a program for that call would be
+    prepared on meta; the refusal says so, not that the tensor must move to cpu (the first check
+    would then refuse it)."""
+    cpu, meta = randn(3), torch.empty(3, device="meta")
+    example = InputSignature.of(Inputs.of(x=cpu, y=meta))
+    device = torch.device("cpu")
+
+    def difference(inputs: Inputs) -> str | None:
+        return example.device_difference(InputSignature.of(inputs), device)
+
+    assert difference(Inputs.of(x=randn(3, seed=1), y=meta)) is None
+    assert difference(Inputs.of(x=meta, y=meta)) == "x must be on cpu, got meta"
+    assert difference(Inputs.of(x=cpu, y=cpu)) == "y must be on meta, got cpu"
+    assert difference(Inputs.of(y=meta)) == (
+        "y, the call's first tensor, is on meta: a program for this call would run there, and the runtime's "
+        "memory is on cpu (the example's first tensor's device)"
+    )
+    assert difference(Inputs.of(x=cpu)) is None  # x is still on cpu
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; none is available here")

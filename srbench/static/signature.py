@@ -190,10 +190,16 @@ class InputSignature:
         return None
 
     def device_difference(self, given: InputSignature, device: torch.device) -> str | None:
-        """The first tensor of ``given`` on another device than the example's tensor at its path
-        (``device``, the runtime's, at a path the example lacks), or whose first tensor is not on
-        ``device``; ``None`` where there is none. A program prepared on another device would
-        bind to a runtime's memory on ``device``."""
+        """Why no program can serve ``given`` on the runtime's ``device`` (its memory's: the
+        example's first tensor's), or ``None``. Two checks, before anything runs:
+
+        - each tensor must be on the device of the example's tensor at its path, and on ``device``
+          at a path the example lacks: a program binds each input where it was prepared;
+        - the call's first tensor must be on ``device``. This only fires for an example that mixes
+          devices, called in another structure whose first tensor is one of the example's tensors
+          off ``device`` (an argument before it left out, or not a tensor): the program prepared for that
+          call would take its device from that tensor, and the runtime's memory is on ``device``.
+        """
         devices = {path: leaf.device for path, leaf in zip(self.paths, self.leaves) if isinstance(leaf, TensorLeaf)}
         tensors = [(path, leaf) for path, leaf in zip(given.paths, given.leaves) if isinstance(leaf, TensorLeaf)]
         for path, leaf in tensors:
@@ -202,7 +208,10 @@ class InputSignature:
                 return f"{path} must be on {want}, got {leaf.device}"
         if tensors and tensors[0][1].device != device:
             path, leaf = tensors[0]
-            return f"{path}, the call's first tensor, must be on {device} (the runtime's memory), got {leaf.device}"
+            return (
+                f"{path}, the call's first tensor, is on {leaf.device}: a program for this call would run there, "
+                f"and the runtime's memory is on {device} (the example's first tensor's device)"
+            )
         return None
 
 
