@@ -6,6 +6,7 @@ smallest model that shows it."""
 from __future__ import annotations
 
 import functools
+from typing import ClassVar
 
 import pytest
 import torch
@@ -66,15 +67,18 @@ _TABLES: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
 class Tabled(nn.Module):
     """The same cache written by hand, as rotary embeddings often keep theirs: a module-level dict
-    of ``(cos, sin)`` tables by length."""
+    of ``(cos, sin)`` tables by length, and a class-level dict of scales."""
+
+    scales: ClassVar[dict[int, torch.Tensor]] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         length = x.shape[-1]
         if length not in _TABLES:
             angles = torch.linspace(0.0, 1.0, length)
             _TABLES[length] = (angles.cos(), angles.sin())
+            Tabled.scales[length] = angles.exp()
         cos, sin = _TABLES[length]
-        return x * cos + sin
+        return x * cos * Tabled.scales[length] + sin
 
 
 def test_a_capture_leaves_no_fake_tensor_in_a_librarys_dict_cache():
@@ -82,16 +86,17 @@ def test_a_capture_leaves_no_fake_tensor_in_a_librarys_dict_cache():
     capture's entries holding a ``FakeTensor`` are now taken out (the next call fills them
     again), the entries eager made are kept."""
     _TABLES.clear()
+    Tabled.scales.clear()
     model, x = Tabled().eval(), torch.randn(2, 6)
     with torch.no_grad():
         model(torch.randn(2, 4))
     kept = _TABLES[4]
     capture(model, (x,))
-    assert set(_TABLES) == {4} and _TABLES[4] is kept
+    assert set(_TABLES) == {4} and _TABLES[4] is kept and set(Tabled.scales) == {4}
     with torch.no_grad():
         out = model(x)
     angles = torch.linspace(0.0, 1.0, 6)
-    torch.testing.assert_close(out, x * angles.cos() + angles.sin())
+    torch.testing.assert_close(out, x * angles.cos() * angles.exp() + angles.sin())
 
 
 def test_the_sweeps_export_probe_leaves_the_caches_as_they_were():

@@ -9,8 +9,8 @@ caches its decay masks and gammas, and after srbench prepared RetNet at a second
 next call answered a ``FakeTensor`` (the sweep itself stopped on it). :func:`function_caches_kept`
 clears, after a capture, each cache that missed during it, in the modules of the packages the
 model's classes come from (where such caches live): what it held is recomputed at the next call,
-as after any ``cache_clear``; and entries holding a ``FakeTensor`` in those modules' dicts (a
-``_TABLES = {}`` filled by size, the same cache written by hand) are taken out, as a miss would have
+as after any ``cache_clear``; and entries holding a ``FakeTensor`` in those modules' and their classes'
+dicts (a ``_TABLES = {}`` filled by size, the same cache written by hand) are taken out, as a miss would have
 left them. :mod:`srbench.graph.module_snapshot` does the same for state the capture left on the
 model's own modules.
 """
@@ -45,25 +45,23 @@ def _caches_in(namespace: dict[str, Any]) -> Iterator[Cache]:
             yield value
 
 
-def _namespaces(packages: set[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The globals of every module of ``packages`` already imported, with the module's name."""
+def _namespaces(packages: set[str]) -> Iterator[dict[str, Any]]:
+    """The globals of every module of ``packages`` already imported, and the attributes of each
+    class defined there (where a cached static method or a class-level table lives)."""
     for name, module in list(sys.modules.items()):
-        if name.partition(".")[0] in packages and module is not None:
-            yield name, getattr(module, "__dict__", {})
+        if name.partition(".")[0] not in packages or module is None:
+            continue
+        namespace = getattr(module, "__dict__", {})
+        yield namespace
+        for value in list(namespace.values()):
+            if isinstance(value, type) and value.__module__ == name:
+                yield dict(vars(value))
 
 
 def package_caches(packages: set[str]) -> list[Cache]:
     """Every ``functools.lru_cache`` / ``functools.cache`` wrapper held by a module of
-    ``packages`` already imported, or by a class defined there (a cached static method)."""
-    found: dict[int, Cache] = {}
-    for name, namespace in _namespaces(packages):
-        for cache in _caches_in(namespace):
-            found[id(cache)] = cache
-        for value in list(namespace.values()):
-            if isinstance(value, type) and value.__module__ == name:
-                for cache in _caches_in(dict(vars(value))):
-                    found[id(cache)] = cache
-    return list(found.values())
+    ``packages`` already imported, or by a class defined there."""
+    return list({id(cache): cache for namespace in _namespaces(packages) for cache in _caches_in(namespace)}.values())
 
 
 def _holds_fake(value: Any) -> bool:
@@ -74,9 +72,9 @@ def _holds_fake(value: Any) -> bool:
 
 
 def drop_fake_entries(packages: set[str]) -> None:
-    """Take out of the module-level dicts of ``packages`` every entry whose value holds a
-    ``FakeTensor``."""
-    for _, namespace in _namespaces(packages):
+    """Take out of the dicts that modules of ``packages`` and their classes hold every entry
+    whose value holds a ``FakeTensor``."""
+    for namespace in _namespaces(packages):
         for value in list(namespace.values()):
             if type(value) is dict:
                 for key in [key for key, item in value.items() if _holds_fake(item)]:
