@@ -25,6 +25,7 @@ from types import CodeType
 from typing import Any
 
 from srbench.inputs import Inputs
+from srbench.static.recency import keep_newest
 
 # Compiled adapters a module keeps, and adapters a runtime keeps per program: a model taking
 # ``**kwargs`` has as many forms as keyword names its callers use.
@@ -233,7 +234,6 @@ class Adapters:
             found = (namespace["adapted"].__code__, constants)
         with self._lock:
             self._code[rebinding] = found  # put back last
-            for stale in list(self._code)[: max(0, len(self._code) - FORMS_KEPT)]:
-                del self._code[stale]
+            keep_newest(self._code, FORMS_KEPT)
         code, constants = found
         return types.FunctionType(code, {**constants, "_program": program, "_outer": outer}, "adapted")

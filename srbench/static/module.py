@@ -23,6 +23,7 @@ from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
 from srbench.static.passes import FUSED_LAYER_PASSES, PASSES, Pass
 from srbench.static.peak import measured_peak
 from srbench.static.prepared import PreparedGraph, capture_graph, prepare_graph
+from srbench.static.recency import keep_newest
 from srbench.static.rewrite_choice import keep_faster_rewrites, prefer_lean_attention
 from srbench.static.runtime import StaticRuntime
 from srbench.static.signature import InputSignature, positional_names
@@ -252,8 +253,7 @@ class StaticModule:
                 raise
             if ambient_autocast() is None and not isinstance(error, (MemoryError, torch.OutOfMemoryError)):
                 self._refused[signature.key] = refusal
-                for key in list(self._refused)[: max(0, len(self._refused) - self.options.max_signatures)]:
-                    del self._refused[key]
+                keep_newest(self._refused, self.options.max_signatures)
             raise refusal.error() from error
         try:
             return self._prepare(inputs, signature, captured)

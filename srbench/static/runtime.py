@@ -35,6 +35,7 @@ from srbench.static.errors import ConcurrentUseError, ambient_autocast_error
 from srbench.static.forms import FORMS_KEPT, Rebinding
 from srbench.static.page_release import release_pages
 from srbench.static.prepared import ManagedTensor, PreparedGraph
+from srbench.static.recency import keep_newest
 from srbench.static.slab_schedule import Release, SlabLayout
 from srbench.static.stream_runner import ThreadStreams, bind_streams
 
@@ -63,9 +64,8 @@ class BoundProgram:
         found = self.adapters.pop(rebinding, None)
         if found is None:
             found = made()
-            for stale in list(self.adapters)[: max(0, len(self.adapters) + 1 - FORMS_KEPT)]:
-                del self.adapters[stale]
         self.adapters[rebinding] = found  # put back last
+        keep_newest(self.adapters, FORMS_KEPT)
         return found
 
 
