@@ -244,27 +244,29 @@ def test_a_call_mixing_devices_is_refused_before_anything_runs() -> None:
     _check(runtime, model, [Inputs.of(randn(3, seed=2), randn(3, seed=3))])  # the runtime still serves
 
 
-def test_the_calls_first_tensor_off_the_runtimes_device_is_refused_for_an_example_mixing_devices() -> None:
-    """The second check of ``device_difference``: an example on cpu and meta (the runtime's memory
-    on cpu, its first tensor's), called without its cpu tensor, so that the call's first tensor is
-    the meta one. Each tensor is where the example's was, but a program for that call would be
-    prepared on meta; the refusal says so, not that the tensor must move to cpu (the first check
-    would then refuse it)."""
+def test_a_call_whose_program_would_run_off_the_runtimes_device_is_refused_for_an_example_mixing_devices() -> None:
+    """The second check of ``device_difference``: an example on cpu and meta (meta standing in for
+    a CUDA device, which this machine lacks: the rule reads only ``device.type``), whose program
+    runs on meta (its accelerator), called without its meta tensor. Each tensor is where the
+    example's was, but a program for that call would run on cpu; the refusal says so, not that
+    the tensor must move (the first check would then refuse it). Called without its cpu tensor,
+    the program still runs on meta: served. With the weights on meta, every call runs there."""
     cpu, meta = randn(3), torch.empty(3, device="meta")
     example = InputSignature.of(Inputs.of(x=cpu, y=meta))
-    device = torch.device("cpu")
+    device = torch.device("meta")
 
-    def difference(inputs: Inputs) -> str | None:
-        return example.device_difference(InputSignature.of(inputs), device)
+    def difference(inputs: Inputs, weights: torch.device | None = None) -> str | None:
+        return example.device_difference(InputSignature.of(inputs), device, weights)
 
     assert difference(Inputs.of(x=randn(3, seed=1), y=meta)) is None
     assert difference(Inputs.of(x=meta, y=meta)) == "x must be on cpu, got meta"
     assert difference(Inputs.of(x=cpu, y=cpu)) == "y must be on meta, got cpu"
-    assert difference(Inputs.of(y=meta)) == (
-        "y, the call's first tensor, is on meta: a program for this call would run there, and the runtime's "
-        "memory is on cpu (the example's first tensor's device)"
+    assert difference(Inputs.of(x=cpu)) == (
+        "a program for this call would run on cpu (its tensors' and the weights' device), and the runtime's "
+        "memory is on meta (where the example's program runs)"
     )
-    assert difference(Inputs.of(x=cpu)) is None  # x is still on cpu
+    assert difference(Inputs.of(y=meta)) is None  # y is still on meta, and so is its program
+    assert difference(Inputs.of(x=cpu), weights=device) is None  # the weights' device: meta
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; none is available here")

@@ -22,6 +22,7 @@ from srbench.static.forms import Adapters, Rebinding, rebinding
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
 from srbench.static.passes import FUSED_LAYER_PASSES, PASSES, Pass
 from srbench.static.peak import measured_peak
+from srbench.static.placement import input_without_data, weights_device
 from srbench.static.prepared import PreparedGraph, capture_graph, prepare_graph
 from srbench.static.recency import keep_newest
 from srbench.static.rewrite_choice import keep_faster_rewrites, prefer_lean_attention
@@ -115,10 +116,14 @@ class StaticModule:
         self._programs: dict[tuple, _Program] = {}  # by signature key, the least recently used first
         self._refused: dict[tuple, _Refusal] = {}  # likewise, at most options.max_signatures
         self.adapters = Adapters(name)  # for calls in another form than their program's
+        self.weights_device = weights_device(model, name=name)  # where a call's program runs: placement
         self.evictions = 0  # programs evicted so far: a runtime looks for them where this changed
         start = time.perf_counter()
         cache_enabled = torch.is_autocast_cache_enabled()
         example_signature = self.signature_of(example)
+        problem = input_without_data(example, example_signature.paths)
+        if problem is not None:
+            raise InputSignatureError(f"model {name!r}: {problem}")
         self._example_key = example_signature.key
         try:
             self.prepared = self._prepare(example, example_signature)
@@ -296,11 +301,13 @@ class StaticModule:
     def check_inputs(self, inputs: Inputs | tuple) -> InputSignature:
         """The signature of ``inputs``; raise :class:`InputSignatureError` for what no program
         can serve: a tensor on another device than the example's (the runtime's memory is on one
-        device), a sparse or nested tensor (:meth:`InputSignature.of`). Everything else may
+        device), a sparse or nested tensor, a tensor without data (meta, fake:
+        :meth:`InputSignature.of`). Everything else may
         differ: a call of another signature gets a program of its own."""
         inputs = Inputs.coerce(inputs)
         given = self.signature_of(inputs)
-        problem = self.signature.device_difference(given, self.prepared.device)
+        problem = self.signature.device_difference(given, self.prepared.device, self.weights_device)
+        problem = problem or input_without_data(inputs, given.paths)  # a FakeTensor tells a device
         if problem:
             raise self._signature_error(given, problem)
         return given

@@ -56,6 +56,7 @@ from srbench.static.intra_op import Timeline
 from srbench.static.mid_op_release import ReleaseWithin, find_cut, zoned_layout, zoned_plan
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.passes import PASSES, Pass, Rewrite, RewriteOutcome, rewrite_graph
+from srbench.static.placement import program_device, weights_device
 from srbench.static.resolve import Resolution, resolve, storage_pointer
 from srbench.static.reuse import dying_input_reuses
 from srbench.static.serving import unavailable_reason
@@ -581,8 +582,7 @@ def prepare_graph(
     constant_nodes -= rebound.keys()  # read from the module's table at every call
     if control_flow_blocks(captured.graph_module, options, name=name, out_variants=out_variants):
         graph.eliminate_dead_code()  # the sub-graphs' get_attr nodes: each block holds its own
-    tensors = inputs.tensors()
-    device = tensors[0].device if tensors else torch.device("cpu")
+    device = program_device((tensor.device for tensor in inputs.tensors()), weights_device(model, name=name))
 
     offsets_from_computed_inputs(graph)  # before the ops are resolved: their calls carry it
     schema_analysis = analyze_lifetimes(graph)

@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
 
 from srbench.inputs import Inputs, flatten_with_paths
 from srbench.static.errors import InputSignatureError
+from srbench.static.placement import program_device
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,10 @@ def sharing_of(*leaves: Any) -> tuple[tuple[int, int], ...]:
     first: dict[int, tuple[int, int]] = {}
     result = []
     for index, leaf in enumerate(leaves):
-        storage = leaf.untyped_storage() if isinstance(leaf, torch.Tensor) else None
+        # a FakeTensor has no memory to share (and its data_ptr warns): the module refuses it
+        storage = (
+            leaf.untyped_storage() if isinstance(leaf, torch.Tensor) and not isinstance(leaf, FakeTensor) else None
+        )
         if storage is None or not storage.nbytes():
             result.append((index, 0))
             continue
@@ -189,16 +194,19 @@ class InputSignature:
                 return f"{path} must be {want.kind()}, got {got.kind()}"
         return None
 
-    def device_difference(self, given: InputSignature, device: torch.device) -> str | None:
-        """Why no program can serve ``given`` on the runtime's ``device`` (its memory's: the
-        example's first tensor's), or ``None``. Two checks, before anything runs:
+    def device_difference(
+        self, given: InputSignature, device: torch.device, weights: torch.device | None
+    ) -> str | None:
+        """Why no program can serve ``given`` on the runtime's ``device`` (its memory's: where the
+        example's program runs, :mod:`srbench.static.placement`), with the model's weights on
+        ``weights`` (their first accelerator), or ``None``. Two checks, before anything runs:
 
         - each tensor must be on the device of the example's tensor at its path, and on ``device``
           at a path the example lacks: a program binds each input where it was prepared;
-        - the call's first tensor must be on ``device``. This only fires for an example that mixes
-          devices, called in another structure whose first tensor is one of the example's tensors
-          off ``device`` (an argument before it left out, or not a tensor): the program prepared for that
-          call would take its device from that tensor, and the runtime's memory is on ``device``.
+        - a program for the call must run on ``device``. This only fires for an example that mixes
+          devices, called in another structure that leaves out every tensor of the example's on
+          ``device`` (the call's tensors all on the CPU, an example's on CUDA): the program
+          prepared for that call would run elsewhere, and the runtime's memory is on ``device``.
         """
         devices = {path: leaf.device for path, leaf in zip(self.paths, self.leaves) if isinstance(leaf, TensorLeaf)}
         tensors = [(path, leaf) for path, leaf in zip(given.paths, given.leaves) if isinstance(leaf, TensorLeaf)]
@@ -206,11 +214,11 @@ class InputSignature:
             want = devices.get(path, device)
             if leaf.device != want:
                 return f"{path} must be on {want}, got {leaf.device}"
-        if tensors and tensors[0][1].device != device:
-            path, leaf = tensors[0]
+        runs_on = program_device((leaf.device for _, leaf in tensors), weights)
+        if runs_on != device:
             return (
-                f"{path}, the call's first tensor, is on {leaf.device}: a program for this call would run there, "
-                f"and the runtime's memory is on {device} (the example's first tensor's device)"
+                f"a program for this call would run on {runs_on} (its tensors' and the weights' device), "
+                f"and the runtime's memory is on {device} (where the example's program runs)"
             )
         return None
 
