@@ -245,6 +245,30 @@ MALFORMED = [
         id="wrong-item-type",
     ),
     pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager], threads: [2.0]}",
+        "axes.threads[0]",
+        ["expected integer, got float 2.0"],
+        id="whole-float-for-integer",
+    ),
+    pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager], batch: [4, 8.0]}",
+        "axes.batch[1]",
+        ["expected integer or null, got float 8.0"],
+        id="whole-float-batch",
+    ),
+    pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager]}\nrepetitions: 5.0",
+        "repetitions",
+        ["expected integer, got float 5.0"],
+        id="whole-float-repetitions",
+    ),
+    pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager]}\nexclude: [{threads: 1.0}]",
+        "exclude[0].threads",
+        ["expected integer or a list of them", "1.0"],
+        id="whole-float-in-rule",
+    ),
+    pytest.param(
         "axes: {models: {names: [mlp]}, runtimes: [eager], threads: 2}",
         "axes.threads",
         ["expected array, got int 2"],
@@ -356,6 +380,12 @@ MALFORMED = [
         id="everything-excluded",
     ),
     pytest.param("axes: [", "line 1, column 8", ["not valid YAML"], id="not-yaml"),
+    pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager]}\ndescription: a\x00b",
+        "line 2, column 15",
+        ["not valid YAML: character U+0000 is not allowed in YAML; expected printable text"],
+        id="nul-character",
+    ),
     pytest.param(
         "axes: {models: {names: [mlp]}, runtimes: [eager]}\nrepetitions: 3\nrepetitions: 5",
         "line 3, column 1",

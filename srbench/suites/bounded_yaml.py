@@ -105,11 +105,27 @@ def _children(node: Node) -> list[Node]:
     return []
 
 
+def _unprintable(text: str, error: yaml.reader.ReaderError) -> YamlProblem:
+    """The problem of a character YAML does not allow in a document (a NUL byte, a control
+    character), at its line and column: PyYAML's reader says only the offset into the text,
+    and its error escaped :func:`load_yaml` as a traceback."""
+    before = text[: error.position]
+    line = before.count("\n") + 1
+    column = error.position - (before.rfind("\n") + 1) + 1
+    code = error.character if isinstance(error.character, int) else ord(error.character)
+    return YamlProblem(
+        f"not valid YAML: character U+{code:04X} is not allowed in YAML; expected printable text", line, column
+    )
+
+
 def load_yaml(text: str, *, max_nodes: int = MAX_NODES) -> Any:
     """The document in ``text``, refused with :class:`YamlProblem` when it is not valid YAML, has
     more than ``max_nodes`` nodes once aliases are expanded, nests too deeply, or repeats a key.
     The caller bounds the text's size (:data:`MAX_BYTES`) before reading it whole."""
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)
+    except yaml.reader.ReaderError as error:  # PyYAML checks every character up front, before any mark
+        raise _unprintable(text, error) from None
     try:
         node = loader.get_single_node()
         if node is None:

@@ -114,7 +114,16 @@ def _is_finite(value: object) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
-_VALIDATOR = jsonschema.Draft202012Validator(SUITE_SCHEMA, format_checker=_FORMATS)
+def _is_whole_number(checker: object, instance: object) -> bool:
+    """JSON Schema's ``integer`` takes any number without a fraction, 2.0 included; YAML reads
+    ``threads: [2.0]`` as a float, which passed as 2 threads and reached the runtimes as a float
+    (``torch.set_num_threads(2.0)`` fails at every case, and the case id read ``t2.0``)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_whole_number)
+_SuiteValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
+_VALIDATOR = _SuiteValidator(SUITE_SCHEMA, format_checker=_FORMATS)
 
 
 def key_path(parts: Sequence[str | int]) -> str:
