@@ -121,13 +121,19 @@ def test_the_total_counts_sizes_rounded_up_to_the_alignment():
         ([TensorUsageRecord("s", -1, 1, 64)], r"record 's': negative first step -1"),
         ([TensorUsageRecord("f", 0, 1, 64.0)], r"record 'f': size must be an int, got 64.0"),
         ([TensorUsageRecord("x", 0, 1, MAX_SLAB_BYTES + 1)], r"record 'x': size .* exceeds the largest slab"),
+        ([A, ("b", 1, 3, 64)], r"records\[1\] is a tuple, expected a TensorUsageRecord\(id, first, last, size\)"),
+        ([{"id": "a", "first": 0, "last": 1, "size": 8}], r"records\[0\] is a dict, expected a TensorUsageRecord"),
+        ("ab", r"records\[0\] is a str, expected a TensorUsageRecord"),
+        ([A, TensorUsageRecord(1, 0, 1, 8)], r"records\[1\]: id must be a str, got int 1"),
+        ([TensorUsageRecord(None, 0, 1, 8)], r"records\[0\]: id must be a str, got NoneType None"),
     ],
 )
 def test_check_records_rejects_bad_records(records, message):
     with pytest.raises(RecordError, match=message):
         check_records(records)
-    with pytest.raises(RecordError, match=message):
-        plan_memory(records, "naive")  # every planner call goes through the check first
+    for planner in planner_names():  # every planner call goes through the check first
+        with pytest.raises(RecordError, match=message):
+            plan_memory(records, planner)
 
 
 def test_lower_bound_is_the_most_bytes_alive_at_one_step():

@@ -97,7 +97,15 @@ def check_records(records: Iterable[TensorUsageRecord], *, alignment: int = 1) -
     """
     records = list(records)
     seen: set[str] = set()
-    for record in records:
+    for index, record in enumerate(records):
+        # Anything else failed inside a planner: a tuple or dict with an AttributeError, ids of
+        # mixed types with a TypeError from sorting them, where the record is named here.
+        if not isinstance(record, TensorUsageRecord):
+            raise RecordError(
+                f"records[{index}] is a {type(record).__name__}, expected a TensorUsageRecord(id, first, last, size)"
+            )
+        if not isinstance(record.id, str):
+            raise RecordError(f"records[{index}]: id must be a str, got {type(record.id).__name__} {record.id!r}")
         for name in ("first", "last", "size"):
             if not _is_int(getattr(record, name)):
                 raise RecordError(f"record {record.id!r}: {name} must be an int, got {getattr(record, name)!r}")
