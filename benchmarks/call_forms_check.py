@@ -5,7 +5,9 @@ as ``attention_mask=mask`` (the example's form, the mask by keyword). This scrip
 interleaved rounds in one process and one thread, three runtimes of the module: one called by
 keyword (the program's own form), one called positionally ``model(x, mask)`` (moved to the
 program's form: by the slow path at every call before the per-form adapters of
-``srbench/static/forms.py``), and one called both ways in turn; it checks each against eager
+``srbench/static/forms.py``), one called both ways in turn, and one called in turn positionally
+and with every argument by keyword, neither the program's form (by the slow path at each switch
+before each form kept its adapter); it checks each against eager
 first, and reports the median microseconds per call. Then it times a call the model does not
 take (a dict without the key the model reads, on 8 layers of Linear, LayerNorm and GELU): its
 first refusal captures it, and each repeat (captured again at every call before the refusals
@@ -49,16 +51,21 @@ def measure(rounds: int, calls: int = 50) -> dict[str, float]:
     x, mask = torch.randn(2, 5, 4), (torch.randn(2, 5) > 0).float()
     with intra_op_threads(1), torch.no_grad():
         module = StaticModule(model, Inputs.of(x), StaticOptions(measure_choices=False), name="masked")
-        by_keyword, positional, mixed = module.runtime(), module.runtime(), module.runtime()
+        by_keyword, positional, mixed, others = (module.runtime() for _ in range(4))
 
         def both() -> Any:
             mixed(x, attention_mask=mask)
             return mixed(x, mask)
 
+        def neither() -> Any:
+            others(x=x, attention_mask=mask)
+            return others(x, mask)
+
         ways: dict[str, tuple[Callable[[], Any], int]] = {
             "by keyword (the program's form)": (lambda: by_keyword(x, attention_mask=mask), calls),
             "positionally": (lambda: positional(x, mask), calls),
             "both in turn": (both, calls // 2),
+            "positionally and all by keyword in turn": (neither, calls // 2),
         }
         expected = model(x, mask)
         for call, _ in ways.values():

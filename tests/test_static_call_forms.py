@@ -145,6 +145,35 @@ def test_shapes_switched_in_another_form_take_the_slow_path_once_a_switch(monkey
     assert slow[0] == len(calls)
 
 
+def test_forms_alternated_take_the_slow_path_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``model(x, mask)`` and ``model(x=x, attention_mask=mask)`` in turn, neither the mask's
+    program's form (``model(x, attention_mask=mask)``), then that form too: each form's first call
+    takes the slow path, and no switch after (before, one adapter was the fast path at a time, and
+    each switch between the two took the slow path). Past the bound (one form kept, on another
+    runtime), the form used least recently is dropped: every switch takes the slow path."""
+    model = Masked().eval()
+    x, mask = randn(2, 5, 4), (randn(2, 5, seed=1) > 0).float()
+    module = StaticModule(model, Inputs.of(x), QUICK)
+    runtime = module.runtime()
+    slow = counting(monkeypatch, module, "prepared_for")
+    positional, by_keyword, own = (
+        Inputs.of(x, mask),
+        Inputs.of(x=x, attention_mask=mask),
+        Inputs.of(x, attention_mask=mask),
+    )
+    expected = model(x, mask)
+    with torch.no_grad():
+        for inputs in [positional, by_keyword] * 3 + [own, positional, own, by_keyword]:
+            torch.testing.assert_close(inputs.call(runtime), expected)
+    assert slow[0] == 2
+    monkeypatch.setattr("srbench.static.runtime.FORMS_KEPT", 1)
+    bounded = module.runtime()
+    with torch.no_grad():
+        for inputs in [positional, by_keyword, positional, by_keyword, by_keyword]:
+            torch.testing.assert_close(inputs.call(bounded), expected)
+    assert slow[0] == 2 + 4
+
+
 def test_keywords_the_signature_does_not_name_and_varargs(monkeypatch: pytest.MonkeyPatch) -> None:
     x, bias, factor = randn(3), randn(3, seed=1), randn(3, seed=2)
     extras = {"bias": bias, "not-an-identifier": factor}

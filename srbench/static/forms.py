@@ -8,9 +8,11 @@ default's value left out): :func:`rebinding` says how, as a :class:`Rebinding` o
 :class:`Form`, one description that both the slow path (:meth:`Rebinding.apply`) and a small
 generated adapter (:meth:`Rebinding.source`) read. The adapter checks a call's form (and that
 each scalar left out still has its default's value), moves its arguments and calls the program's
-guarded function, and passes any other call to that function as it is: a call in a form seen
-before no longer takes the slow path at every call, and one in the program's own form still
-runs where the adapter is the runtime's fast path (the check of the form first, about 0.2 us).
+guarded function, and passes any other call on as it is: to the adapter of another form the
+runtime has seen for that program, and from the last of them to the program's guarded function
+(the runtime's fast path is that chain, the form used last first). A call in a form seen before
+no longer takes the slow path, nor does a switch between such forms; one in the program's own
+form runs at the chain's end (the check of each form first, about 0.2 us each).
 """
 
 from __future__ import annotations
@@ -118,13 +120,15 @@ class Rebinding:
 
     def source(self) -> tuple[str, dict[str, Any]]:
         """The adapter's source, ``adapted(*args, **kwargs)``, and the constants it reads besides
-        ``_program``, the program's guarded function, and ``_outer``, the runtime's one-item list
-        of the call an adapter moved last: a call of another form, or a left-out scalar of another
-        value, is passed to the program as it is (a call in the program's own form runs there;
+        ``_program``, the program's guarded function, ``_next``, what it passes a call it does not
+        move to, and ``_outer``, the runtime's one-item list of the call an adapter moved last
+        (with its rebinding, which the slow path reads to see the call as written): a
+        call of another form, or a left-out scalar of another value, is passed to ``_next`` as it
+        is (another form's adapter, or the program: a call in the program's own form runs there;
         another goes on to the runtime's slow path); a call moved is kept there while it runs,
         for the slow path that the program's guard sends it to (another shape) to see it as
         written, and let go after (the caller's tensors are not held)."""
-        constants: dict[str, Any] = {"_keywords": self.given.keywords}
+        constants: dict[str, Any] = {"_keywords": self.given.keywords, "_rebinding": self}
         checks = [
             f"len(args) != {self.given.positional}",
             "kwargs.keys() != _keywords" if self.given.keywords else "kwargs",
@@ -153,8 +157,8 @@ class Rebinding:
             [
                 "def adapted(*args, **kwargs):",
                 f"    if {' or '.join(checks)}:",
-                "        return _program(*args, **kwargs)",
-                "    _outer[0] = args, kwargs",
+                "        return _next(*args, **kwargs)",
+                "    _outer[0] = _rebinding, args, kwargs",
                 "    try:",
                 f"        return _program({', '.join(parts)})",
                 "    finally:",
@@ -222,9 +226,16 @@ class Adapters:
         self._code: dict[Rebinding, tuple[CodeType, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
-    def bind(self, rebinding: Rebinding, program: Callable[..., Any], outer: list[Any]) -> Callable[..., Any]:
+    def bind(
+        self,
+        rebinding: Rebinding,
+        program: Callable[..., Any],
+        outer: list[Any],
+        passes_to: Callable[..., Any] | None = None,
+    ) -> Callable[..., Any]:
         """The adapter of ``rebinding`` calling ``program``, a runtime's guarded function, keeping
-        each call it moves in ``outer`` (see :meth:`Rebinding.source`)."""
+        each call it moves in ``outer``, and passing any other call to ``passes_to`` (``program``
+        where not given; see :meth:`Rebinding.source`)."""
         with self._lock:
             found = self._code.pop(rebinding, None)
         if found is None:
@@ -236,4 +247,5 @@ class Adapters:
             self._code[rebinding] = found  # put back last
             keep_newest(self._code, FORMS_KEPT)
         code, constants = found
-        return types.FunctionType(code, {**constants, "_program": program, "_outer": outer}, "adapted")
+        after = passes_to if passes_to is not None else program
+        return types.FunctionType(code, {**constants, "_program": program, "_next": after, "_outer": outer}, "adapted")
