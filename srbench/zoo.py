@@ -31,6 +31,11 @@ class ProviderUnavailable(RuntimeError):
     """A provider that cannot supply cases on this machine; the message says why."""
 
 
+class ExampleInputsError(ValueError):
+    """A case's example inputs that cannot be made as asked: a batch too large to allocate, or
+    beyond what torch can index. The message names the model, the batch and torch's reason."""
+
+
 class ModelUnavailable(ProviderUnavailable):
     """A known model whose provider cannot work here (a suite skips it with this reason)."""
 
@@ -73,7 +78,15 @@ class ModelCase:
         """One call of the model at example shape ``shape`` (0 or 1)."""
         if shape not in (0, 1):
             raise ValueError(f"model {self.name!r}: example input shape must be 0 or 1, got {shape!r}")
-        return Inputs.coerce(self.make_inputs(shape, batch))
+        try:
+            made = self.make_inputs(shape, batch)
+        except Exception as error:  # the provider's own code: `--batch 10000000000000` ended in a traceback
+            at = f" at batch {batch:,}" if batch is not None else ""
+            reason = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+            raise ExampleInputsError(
+                f"model {self.name!r}: cannot make its example inputs{at}: {type(error).__name__}: {reason}"
+            ) from error
+        return Inputs.coerce(made)
 
     def parameter_count(self) -> int:
         """Number of distinct parameters (tied weights counted once), as torchvision counts them."""

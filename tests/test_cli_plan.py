@@ -208,6 +208,23 @@ def test_batch_reaches_the_example_inputs(capsys, fake_zoo):
     assert document["sources"][0]["lower_bound"] >= 64 * 16 * 4
 
 
+def test_a_batch_its_inputs_cannot_be_made_at_is_one_line_and_the_rest_still_run(capsys, tmp_path, fake_zoo):
+    """torch's error making the inputs (an int64 overflow here; past memory, an allocation
+    failure) ended the whole command in a traceback."""
+    good = tmp_path / "good.csv"
+    good.write_text("id,lower,upper,size\nx,0,1,64\n")
+    status, document, err = run_json(
+        capsys, "--model", "tiny", "--records", str(good), "--planners", "naive", "--batch", str(10**20)
+    )
+    assert status == 1
+    (line,) = err.splitlines()
+    assert line.startswith(
+        "srbench plan: model 'tiny': cannot make its example inputs at batch 100,000,000,000,000,000,000: TypeError: "
+    )
+    sources = {s["name"]: s for s in document["sources"]}
+    assert sources["good"]["plans"] and not sources["tiny"]["plans"]
+
+
 def test_bad_csv_is_reported_and_other_sources_still_run(capsys, tmp_path, fake_zoo):
     bad = tmp_path / "bad.csv"
     bad.write_text("id,lower,upper,size\nx,0,1,-5\n")

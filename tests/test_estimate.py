@@ -196,6 +196,13 @@ def test_cli_json_for_cuda(capsys):
         (["--model", "no_such_model"], "no_such_model"),
         (["--model", "mlp", "--device", "tpu"], "--device must be cpu or cuda"),
         (["--model", "mlp", "--planners", "gredy"], "unknown planner 'gredy'"),
+        # Fake tensors hold any batch, but not one whose bytes pass int64: torch's error was a traceback.
+        (
+            ["--model", "mlp", "--batch", str(2**62)],
+            "model 'mlp': cannot make its example inputs at batch 4,611,686,018,427,387,904: RuntimeError: "
+            "Storage size calculation overflowed",
+        ),
+        (["--model", "mlp", "--batch", str(10**20)], "cannot make its example inputs at batch 100,000,"),
     ],
 )
 def test_cli_bad_input_is_one_line(capsys, argv, message):

@@ -253,6 +253,15 @@ def test_cli_unknown_model_is_one_line(capsys):
     assert "no_such_model" in err and len(err.strip().splitlines()) == 1
 
 
+def test_cli_a_batch_its_inputs_cannot_be_made_at_is_one_line(tmp_path, capsys):
+    """torch's overflow making the inputs ended in a traceback; nothing is written."""
+    picture = tmp_path / "never.png"
+    assert main(["observe", "--model", "mlp", "--batch", str(10**20), "--picture", str(picture)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("srbench observe: model 'mlp': cannot make its example inputs at batch 100,000,")
+    assert not picture.exists()
+
+
 def test_cli_a_picture_path_that_is_a_folder_is_one_line(tmp_path, capsys):
     """``--picture /tmp`` ended in IsADirectoryError's traceback from the atomic rename."""
     assert main(["observe", "--model", "mlp", "--runtime", "eager", "--picture", str(tmp_path)]) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from srbench.cli import main
@@ -39,6 +40,39 @@ def test_profile_of_unknown_model_fails_with_the_known_names(capsys):
     assert main(["profile", "--model", "no_such_model"]) == 2
     err = capsys.readouterr().err
     assert "no_such_model" in err and "mlp" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--batch", str(10**20)], "srbench profile: model 'mlp': cannot make its example inputs at batch 100,"),
+        (["--warmup", "-1"], "srbench profile: argument --warmup: expected a non-negative integer, got '-1'"),
+    ],
+)
+def test_profile_bad_input_is_one_line(capsys, argv, message):
+    """A batch torch cannot make inputs of ended in a traceback, and ``--warmup -1`` ran none silently."""
+    try:
+        status = main(["profile", "--model", "mlp", "--iterations", "1", *argv])
+    except SystemExit as exit_info:  # argparse's refusal
+        status = exit_info.code
+    assert status == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(message)
+
+
+def test_profile_of_a_model_whose_provider_is_unavailable_is_one_line(capsys, monkeypatch):
+    """It ended in a traceback (ModelUnavailable), where ``srbench plan`` and ``estimate`` said why."""
+    from srbench.zoo import ModelUnavailable
+
+    class Unavailable:
+        def get(self, name):
+            raise ModelUnavailable(f"model {name!r} is provided by 'elsewhere', which is unavailable here: no module")
+
+    monkeypatch.setattr("srbench.zoo.load_zoo", Unavailable)
+    assert main(["profile", "--model", "far"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "srbench profile: model 'far' is provided by 'elsewhere', which is unavailable here: no module"
+    ]
 
 
 def test_profile_code_prints_the_generated_forward(capsys):

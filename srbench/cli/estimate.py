@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from srbench.memory.sources import _silenced
     from srbench.planners import get_planner, planner_names
     from srbench.registry import UnknownPluginError, unknown_name_message
-    from srbench.zoo import ProviderUnavailable, load_zoo
+    from srbench.zoo import ExampleInputsError, ProviderUnavailable, load_zoo
 
     if args.device.split(":")[0] not in ("cpu", "cuda"):
         print_error("estimate", f"--device must be cpu or cuda, got {args.device!r}")
@@ -60,16 +60,20 @@ def run(args: argparse.Namespace) -> int:
     except (UnknownPluginError, ProviderUnavailable) as error:
         print_error("estimate", str(error))
         return ExitStatus.UNUSABLE
-    with _silenced(not args.verbose):
-        estimate = estimate_case(
-            case,
-            batch=args.batch,
-            device=args.device,
-            planners=names,
-            planner_options=planner_options({name: get_planner(name) for name in names}, args.time_limit),
-            alignment=args.alignment,
-            decompose=args.decompose,
-        )
+    try:
+        with _silenced(not args.verbose):
+            estimate = estimate_case(
+                case,
+                batch=args.batch,
+                device=args.device,
+                planners=names,
+                planner_options=planner_options({name: get_planner(name) for name in names}, args.time_limit),
+                alignment=args.alignment,
+                decompose=args.decompose,
+            )
+    except ExampleInputsError as error:  # a batch even fake tensors cannot hold: sizes past int64
+        print_error("estimate", str(error))
+        return ExitStatus.UNUSABLE
     if args.json:
         print(json.dumps(to_json(estimate), indent=2))
     else:

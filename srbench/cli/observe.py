@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from srbench.observe.sidebyside import RUNTIMES, side_by_side
     from srbench.registry import UnknownPluginError
     from srbench.static import UnsupportedOpError
-    from srbench.zoo import ProviderUnavailable, load_zoo
+    from srbench.zoo import ExampleInputsError, ProviderUnavailable, load_zoo
 
     try:
         case = load_zoo().get(args.model)
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with _silenced(True):
             sbs = side_by_side(case, runtimes=runtimes, batch=args.batch, options=options, device=args.device)
-    except (CaptureError, UnsupportedOpError, UnknownPluginError) as error:
+    except (CaptureError, UnsupportedOpError, UnknownPluginError, ExampleInputsError) as error:
         print_error("observe", str(error))
         return ExitStatus.UNUSABLE
     picture = args.picture or DEFAULT_PICTURES / f"{case.name}.png"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from srbench.cli._args import ExitStatus, positive_int, print_error
+from srbench.cli._args import ExitStatus, non_negative_int, positive_int, print_error
 from srbench.options import StaticOptions, add_option_flags, options_from_flags
 
 
@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--model", required=True, metavar="NAME", help="a zoo model (see `srbench models`)")
     parser.add_argument("--iterations", type=positive_int, default=100, help="timed iterations (default 100)")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default 10)")
+    parser.add_argument("--warmup", type=non_negative_int, default=10, help="untimed iterations first (default 10)")
     parser.add_argument("--batch", type=positive_int, metavar="N", help="batch size (default: the model's)")
     parser.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (default 1)")
     add_option_flags(parser.add_argument_group("static runtime options"), StaticOptions)
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from srbench.graph import CaptureError
     from srbench.registry import UnknownPluginError
     from srbench.static import StaticModule, UnsupportedOpError
-    from srbench.zoo import load_zoo
+    from srbench.zoo import ExampleInputsError, ProviderUnavailable, load_zoo
 
     torch.set_num_threads(args.threads)
     try:
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> ExitStatus:
         options = options_from_flags(args, StaticOptions)
         inputs = case.example_inputs(0, batch=args.batch)
         module = StaticModule(case.model(), inputs, options, name=case.name)
-    except (UnknownPluginError, CaptureError, UnsupportedOpError) as error:
+    except (UnknownPluginError, ProviderUnavailable, ExampleInputsError, CaptureError, UnsupportedOpError) as error:
         print_error("profile", str(error))
         return ExitStatus.UNUSABLE
     if args.code:

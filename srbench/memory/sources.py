@@ -2,9 +2,10 @@
 
 ``srbench plan`` and ``srbench compare`` (and anything else that plans real graphs) get their
 records here, so a model is captured and analysed the same way everywhere. Whatever stops a
-source from yielding records -- an unknown or unavailable model, a graph ``torch.export`` cannot
-capture, a malformed CSV file -- is a :class:`SourceError` naming the source and the reason, so a
-caller can report it in one line and go on with the other sources.
+source from yielding records -- an unknown or unavailable model, example inputs that cannot be
+made at the batch asked, a graph ``torch.export`` cannot capture, a malformed CSV file -- is a
+:class:`SourceError` naming the source and the reason, so a caller can report it in one line and
+go on with the other sources.
 
 torch and the zoo are imported inside the functions: importing this module (for
 :class:`SourceError`) stays light.
@@ -39,7 +40,7 @@ def model_graph(
     :class:`SourceError` is the whole story."""
     from srbench.graph import CaptureError, capture
     from srbench.registry import UnknownPluginError
-    from srbench.zoo import ProviderUnavailable
+    from srbench.zoo import ExampleInputsError, ProviderUnavailable
 
     try:
         case = zoo.get(name)
@@ -48,7 +49,7 @@ def model_graph(
     try:
         with _silenced(quiet):
             return capture(case.model(), case.example_inputs(batch=batch), name=name, decompose=decompose)
-    except CaptureError as error:
+    except (CaptureError, ExampleInputsError) as error:
         raise SourceError(str(error)) from error
 
 
