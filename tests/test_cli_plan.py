@@ -225,6 +225,23 @@ def test_a_batch_its_inputs_cannot_be_made_at_is_one_line_and_the_rest_still_run
     assert sources["good"]["plans"] and not sources["tiny"]["plans"]
 
 
+def test_a_csv_whose_sizes_sum_past_int64_is_refused_once_naming_the_file(capsys, tmp_path):
+    """Each planner refused it in turn: one line per planner, none naming the file."""
+    huge, good = tmp_path / "huge.csv", tmp_path / "good.csv"
+    huge.write_text(f"id,lower,upper,size\na,0,1,{2**62}\nb,5,6,{2**62}\n")  # never alive together
+    good.write_text("id,lower,upper,size\nx,0,1,64\n")
+    status, document, err = run_json(
+        capsys, "--records", str(huge), str(good), "--planners", "naive,greedy_by_size", "--alignment", "1"
+    )
+    assert status == 1
+    assert err.splitlines() == [
+        f"srbench plan: {huge}: 2 records need {2**63} bytes in all (sizes rounded up to 1), beyond the largest "
+        f"slab ({2**63 - 1}); the largest: 'a' ({2**62} bytes), 'b' ({2**62} bytes)"
+    ]
+    sources = {s["name"]: s for s in document["sources"]}
+    assert len(sources["good"]["plans"]) == 2 and not sources["huge"]["plans"]
+
+
 def test_bad_csv_is_reported_and_other_sources_still_run(capsys, tmp_path, fake_zoo):
     bad = tmp_path / "bad.csv"
     bad.write_text("id,lower,upper,size\nx,0,1,-5\n")

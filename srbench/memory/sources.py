@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from srbench.memory.records import DEFAULT_ALIGNMENT, RecordError, TensorUsageRecord
+from srbench.memory.records import DEFAULT_ALIGNMENT, RecordError, TensorUsageRecord, check_records
 
 if TYPE_CHECKING:
     from srbench.graph import CapturedGraph
@@ -75,13 +75,20 @@ def model_records(
 def csv_records(path: str | os.PathLike[str], *, alignment: int = 1) -> list[TensorUsageRecord]:
     """The records of a MiniMalloc CSV file (see :mod:`srbench.memory.minimalloc_csv`) to be
     planned at ``alignment`` (a file asking per-buffer alignments it does not keep is refused),
-    whose errors already name the file and line."""
+    whose errors already name the file and line. Records no planner may be given (sizes that sum
+    past the largest slab at ``alignment``) are refused here too, naming the file: once, where
+    each planner refused them in turn, one line per planner without the file."""
     from srbench.memory.minimalloc_csv import read_records
 
     try:
-        return read_records(path, alignment=alignment)
+        records = read_records(path, alignment=alignment)
     except RecordError as error:
         raise SourceError(str(error)) from error
+    try:
+        check_records(records, alignment=alignment)
+    except RecordError as error:
+        raise SourceError(f"{os.fspath(path)}: {error}") from error
+    return records
 
 
 @contextlib.contextmanager
