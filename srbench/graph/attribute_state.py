@@ -199,9 +199,16 @@ class _Tensors:
     def put_back(self) -> None:
         """The tensors, their table entries and the generators as they were. An entry added
         since, or filled where it was ``None``, is left (state a first call sets: see
-        :func:`_first_call_state`; :class:`ModuleSnapshot` removes it)."""
+        :func:`_first_call_state`; :class:`ModuleSnapshot` removes it). Only the entries that
+        changed are written: a TorchScript child's tables refuse writes (see
+        :meth:`ModuleSnapshot.restore`)."""
         for table, entries in self.tables:
-            table.update((key, value) for key, value in entries.items() if value is not None)
+            now = dict(table.items())
+            replaced = [
+                (key, value) for key, value in entries.items() if value is not None and now.get(key) is not value
+            ]
+            if replaced:
+                table.update(replaced)
         with torch.inference_mode():  # no autograd; and a buffer may be an inference tensor
             for tensor, copy in self.saved:
                 if _changed(tensor, copy):

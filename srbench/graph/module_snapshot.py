@@ -40,6 +40,12 @@ def snapshot_value(value: Any) -> Any:
     return value
 
 
+def _holds(mapping: Any, entries: list[tuple[Any, Any]]) -> bool:
+    """Whether ``mapping`` holds exactly ``entries`` (the same keys in order, the same objects)."""
+    now = list(mapping.items())
+    return len(now) == len(entries) and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(now, entries))
+
+
 def _given_back(value: Any) -> Any:
     """The object ``value`` snapshotted, its items (and theirs) put back as they were. A container
     holding the same objects as then is not written (a dict subclass may refuse ``clear``:
@@ -49,8 +55,7 @@ def _given_back(value: Any) -> Any:
     container = value.container
     if isinstance(container, dict):
         entries = [(key, _given_back(item)) for key, item in value.items]
-        now = list(container.items())
-        if len(now) != len(entries) or any(a[0] != b[0] or a[1] is not b[1] for a, b in zip(now, entries)):
+        if not _holds(container, entries):
             container.clear()
             container.update(entries)
         return container
@@ -72,7 +77,7 @@ class ModuleSnapshot:
     registration tables' entries; :meth:`restore` makes them so again."""
 
     attributes: tuple[tuple[torch.nn.Module, dict[str, Any]], ...]
-    tables: tuple[tuple[dict[str, Any], dict[str, Any]], ...]
+    tables: tuple[tuple[Any, list[tuple[str, Any]]], ...]
 
     @classmethod
     def of(cls, model: torch.nn.Module) -> ModuleSnapshot:
@@ -86,7 +91,7 @@ class ModuleSnapshot:
                 for module in modules
             ),
             tables=tuple(
-                (table, dict(table))
+                (table, list(table.items()))
                 for module in modules
                 for table in (getattr(module, name) for name in MODULE_TABLES)
             ),
@@ -94,10 +99,14 @@ class ModuleSnapshot:
 
     def restore(self) -> None:
         """Entries and attributes added since removed, the others the objects they were (and
-        containers refilled, one level deep)."""
+        containers refilled, one level deep). A table holding what it held is not written: a
+        TorchScript module's tables are views of its compiled object that refuse ``clear`` (a
+        ``torch.jit.script`` or ``torch.jit.trace`` child), and nothing a trace runs can change
+        them."""
         for table, entries in self.tables:
-            table.clear()
-            table.update(entries)
+            if not _holds(table, entries):
+                table.clear()
+                table.update(entries)
         for module, attributes in self.attributes:
             for key in [key for key in vars(module) if key not in attributes and key not in MODULE_TABLES]:
                 del module.__dict__[key]
