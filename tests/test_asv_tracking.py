@@ -348,6 +348,19 @@ def test_nightly_rejects_a_factor_that_is_not_a_ratio(measured_pair, capsys, fac
     assert "--factor must be a finite number greater than 1" in capsys.readouterr().err
 
 
+def test_nightly_refuses_suites_that_cannot_run_before_asv_starts(tmp_path, capsys):
+    """``--suites nosuch`` built asv's environment first and failed in its benchmark discovery."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("axes: {models: {names: [mlp]}, runtimes: [eager], threads: [2.0]}\n")
+    assert srbench_main(["nightly", "--suites", "nosuch", "--no-publish"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("srbench nightly: --suites nosuch: nosuch: SRBENCH_ASV_SUITES: no such suite file;")
+    assert srbench_main(["nightly", "--suites", f"quick,{broken}", "--no-publish"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"srbench nightly: --suites quick,{broken}: {broken}: axes.threads[0]: expected integer, got float 2.0"
+    ]
+
+
 def test_nightly_in_an_existing_environment_refuses_to_file_numbers_of_another_tree(measured_pair, capsys):
     """``--python`` measures what the interpreter imports: here srbench from this checkout, not
     from the synthetic repository, so its numbers would be filed under the wrong commit."""

@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_commits < 1:
         print_error("nightly", f"--max-commits must be at least 1, got {args.max_commits}")
         return NightlyStatus.FAILED
+    if args.suites is not None and (problem := _suites_problem(args.suites, args.config)) is not None:
+        print_error("nightly", problem)
+        return NightlyStatus.FAILED
     options = NightlyOptions(
         config=args.config.absolute(),
         factor=args.factor or DEFAULT_FACTOR,
@@ -98,3 +101,19 @@ def run(args: argparse.Namespace) -> int:
         asv_args=tuple(f"--bench={pattern}" for pattern in args.bench),
     )
     return run_nightly(options)
+
+
+def _suites_problem(suites: str, config: Path) -> str | None:
+    """Why ``--suites`` cannot be run (a name that is no suite file, a suite that does not load),
+    or None: checked here, in seconds, where asv found out only after building its environment,
+    in the benchmark discovery, as one line among its own."""
+    import os
+
+    from srbench.asv_tracking.suite_selection import SUITES_VARIABLE, selected_cases
+    from srbench.suites import SuiteError
+
+    try:
+        selected_cases(config.parent / "suites", {**os.environ, SUITES_VARIABLE: suites})
+    except SuiteError as error:
+        return f"--suites {suites}: {error}"
+    return None
