@@ -234,6 +234,20 @@ def test_an_equivalence_failure_reports_the_run_and_the_largest_differences(pyte
     )
 
 
+def test_a_batch_the_inputs_cannot_be_made_at_fails_its_case_in_one_line_while_the_others_run(pytester):
+    """torch's allocation failure was a traceback through the plugin, the runner and the zoo."""
+    write_suite(pytester, "tiny.yaml", "axes: {models: {names: [mlp]}, runtimes: [eager], batch: [2, 10000000000000]}")
+    result = pytester.runpytest("suites", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "ExampleInputsError: model 'mlp': cannot make its example inputs at batch 10,000,000,000,000: "
+            "RuntimeError: *can't allocate memory*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*srbench/zoo.py*")
+
+
 def test_benchmark_times_cases_and_writes_the_run_and_the_merged_summary(pytester, monkeypatch):
     # The inner run is serial; when this test itself runs in an xdist worker, pytest-benchmark
     # would read the worker's environment variable and turn itself off.

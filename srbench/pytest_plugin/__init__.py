@@ -87,8 +87,8 @@ CASE_PROPERTY = "srbench-case"
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Tag the reports of suite cases with the case and the reason of a failure (for the summary),
-    and show an equivalence failure or an invalid suite as its message rather than a traceback
-    into srbench."""
+    and show an equivalence failure, an invalid suite or example inputs that cannot be made (a
+    ``batch`` axis past memory) as its message rather than a traceback into srbench."""
     report = yield
     if not isinstance(item.parent, SuiteFile):
         return report
@@ -96,11 +96,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.excinfo is not None:
         from srbench.measure import EquivalenceError
         from srbench.suites import SuiteError
+        from srbench.zoo import ExampleInputsError
 
         error = call.excinfo.value
         lines = str(error).strip().splitlines()
         reason = f"{type(error).__name__}: {lines[0] if lines else ''}"
-        if report.failed and call.excinfo.errisinstance((EquivalenceError, SuiteError)):
+        if report.failed and call.excinfo.errisinstance((EquivalenceError, SuiteError, ExampleInputsError)):
             report.longrepr = f"{type(error).__name__}: {error}"
     report.user_properties.append((SUITE_ITEM_PROPERTY, reason))
     callspec = getattr(item, "callspec", None)  # None for the stand-in of an invalid suite
