@@ -242,6 +242,33 @@ def test_a_csv_whose_sizes_sum_past_int64_is_refused_once_naming_the_file(capsys
     assert len(sources["good"]["plans"]) == 2 and not sources["huge"]["plans"]
 
 
+def test_two_sources_of_one_name_are_a_usage_error_before_planning(capsys, tmp_path, fake_zoo):
+    """The second ``x.csv`` overwrote the first's saved records (``--save-records``), and the
+    table showed two rows named ``x``."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second, model = tmp_path / "a" / "x.csv", tmp_path / "b" / "x.csv", tmp_path / "tiny.csv"
+    for path in (first, second, model):
+        path.write_text("id,lower,upper,size\nx,0,1,64\n")
+    saved = tmp_path / "saved"
+    for argv, message in [
+        (
+            ["--records", str(first), str(second)],
+            f"two sources are named 'x': {first} and {second}; expected distinct names "
+            "(results and saved records are filed by name)",
+        ),
+        (["--records", str(first), "--records", str(first)], f"{first} given twice; expected each source once"),
+        (["--model", "tiny", "--model", "tiny"], "model 'tiny' given twice; expected each source once"),
+        (["--model", "tiny", "--records", str(model)], f"two sources are named 'tiny': model 'tiny' and {model};"),
+    ]:
+        assert main(["plan", *argv, "--planners", "naive", "--save-records", str(saved)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        (line,) = captured.err.splitlines()
+        assert line.startswith(f"srbench plan: {message}")
+    assert not saved.exists()
+
+
 def test_bad_csv_is_reported_and_other_sources_still_run(capsys, tmp_path, fake_zoo):
     bad = tmp_path / "bad.csv"
     bad.write_text("id,lower,upper,size\nx,0,1,-5\n")

@@ -248,6 +248,25 @@ def test_summary_uses_the_geometric_mean_and_counts_the_lower_bound():
     assert perfect.worst_source == ""  # nothing to point at when the bound is reached everywhere
 
 
+def test_two_sources_of_one_name_are_a_usage_error_before_planning(tmp_path, capsys):
+    """``a/x.csv`` and ``b/x.csv`` made two rows named ``x`` no one could tell apart, and their
+    pictures and layouts were drawn from whichever came last."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = csv_file(tmp_path / "a", "x"), csv_file(tmp_path / "b", "x")
+    out = tmp_path / "out"
+    assert main(["compare", "--records", str(first), str(second), "--planners", "naive", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"srbench compare: two sources are named 'x': {first} and {second}; expected distinct names "
+        "(results and saved records are filed by name)"
+    ]
+    assert main(["compare", "--models", "mlp,mlp", "--planners", "naive", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "srbench compare: model 'mlp' given twice; expected each source once"
+    ]
+    assert not out.exists()
+
+
 def test_an_out_path_that_is_a_file_is_one_line(tmp_path, capsys):
     """``--out FILE`` ended in FileExistsError's traceback."""
     taken = tmp_path / "a-file"

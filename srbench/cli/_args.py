@@ -10,7 +10,7 @@ import argparse
 import inspect
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,25 @@ def add_records_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         help=f"{help} (MiniMalloc's CSV format: id,lower,upper,size); "
         "several files after one flag, or the flag repeated",
     )
+
+
+def name_clash(sources: Sequence[tuple[str, str]]) -> str | None:
+    """Why ``sources``, (name, where it comes from) pairs, cannot be planned together: a source
+    given twice, or two with one name (``a/x.csv`` and ``b/x.csv``, or model ``mlp`` and
+    ``mlp.csv``); None when every name is distinct. Rows, pictures and saved records are filed by
+    name: the second of two ``x.csv`` overwrote the first's saved records, and the report showed
+    two rows named ``x`` that no one could tell apart."""
+    seen: dict[str, str] = {}
+    for name, origin in sources:
+        if name in seen:
+            if seen[name] == origin:
+                return f"{origin} given twice; expected each source once"
+            return (
+                f"two sources are named {name!r}: {seen[name]} and {origin}; expected distinct names "
+                "(results and saved records are filed by name)"
+            )
+        seen[name] = origin
+    return None
 
 
 def add_planning_options(parser: argparse.ArgumentParser) -> None:

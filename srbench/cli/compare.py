@@ -29,6 +29,7 @@ from srbench.cli._args import (
     add_records_option,
     capture_options,
     comma_separated,
+    name_clash,
     planner_options,
     print_error,
 )
@@ -150,6 +151,10 @@ def run(args: argparse.Namespace) -> ExitStatus:
         _check_layouts(args.layout or [], [source.name for source in sources], planners)
     except LookupError as error:
         print_error("compare", str(error))
+        return ExitStatus.UNUSABLE
+    origins = [(s.name, f"model {s.name!r}") for s in sources if s.zoo != "records"]
+    if (clash := name_clash([*origins, *((path.stem, str(path)) for path in args.records)])) is not None:
+        print_error("compare", clash)
         return ExitStatus.UNUSABLE
     if not sources and not failures:
         print_error("compare", "nothing to compare: no models selected and no --records")

@@ -25,6 +25,7 @@ from srbench.cli._args import (
     add_records_option,
     capture_options,
     comma_separated,
+    name_clash,
     planner_options,
     positive_int,
     print_error,
@@ -117,11 +118,14 @@ def run(args: argparse.Namespace) -> ExitStatus:
         return ExitStatus.UNUSABLE
     if unknown:
         return ExitStatus.UNUSABLE
+    if (clash := name_clash([(name, origin) for name, _, origin, _ in sources])) is not None:
+        print_error("plan", clash)
+        return ExitStatus.UNUSABLE
     planners, broken = _load_planners(names)
     options = planner_options(planners, args.time_limit, capacity=args.capacity)
 
     reports = []
-    for name, kind, load in sources:
+    for name, kind, _, load in sources:
         report = SourceReport(name=name, kind=kind)
         reports.append(report)
         try:
@@ -162,8 +166,9 @@ def _load_planners(names: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     return loaded, broken
 
 
-def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, Any]]:
-    """(name, kind, loader) for each source; a loader returns (records, output records) or raises
+def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, str, Any]]:
+    """(name, kind, origin, loader) for each source (origin: where it comes from, for messages); a
+    loader returns (records, output records) or raises
     :class:`srbench.memory.sources.SourceError`. An unknown model name raises
     :class:`~srbench.registry.UnknownPluginError` (a LookupError) before any source is loaded."""
     from srbench.memory.sources import csv_records
@@ -179,9 +184,9 @@ def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, Any]]:
         if args.all:
             names += [name for name in zoo.cases if name not in names]
         for name in names:
-            yield name, "model", lambda name=name: _model_records(zoo, name, args)
+            yield name, "model", f"model {name!r}", lambda name=name: _model_records(zoo, name, args)
     for path in args.records:
-        yield path.stem, "records", lambda path=path: (csv_records(path, alignment=args.alignment), [])
+        yield path.stem, "records", str(path), lambda path=path: (csv_records(path, alignment=args.alignment), [])
 
 
 def _model_records(zoo: Any, name: str, args: argparse.Namespace) -> tuple[list, list]:
