@@ -2,16 +2,20 @@
 
 A ``Linear(4, 4)`` with an optional mask, prepared at ``model(x)``: the mask's program takes it
 as ``attention_mask=mask`` (the example's form, the mask by keyword). This script times, in
-interleaved rounds in one process and one thread, three runtimes of the module: one called by
+interleaved rounds in one process and one thread, four runtimes of the module: one called by
 keyword (the program's own form), one called positionally ``model(x, mask)`` (moved to the
 program's form: by the slow path at every call before the per-form adapters of
 ``srbench/static/forms.py``), one called both ways in turn, and one called in turn positionally
 and with every argument by keyword, neither the program's form (by the slow path at each switch
 before each form kept its adapter); it checks each against eager
-first, and reports the median microseconds per call. Then it times a call the model does not
-take (a dict without the key the model reads, on 8 layers of Linear, LayerNorm and GELU): its
-first refusal captures it, and each repeat (captured again at every call before the refusals
-were cached by signature). Not a timed test: run it as a script.
+first, and reports the median microseconds per call. Then it times three calls that 8 layers of
+Linear, LayerNorm and GELU do not take, each refused at its first call and at each repeat: a
+dict without the key the model reads (captured again at every repeat before capture failures
+were cached by signature), float64 inputs on float32 weights (failing after the capture, at the
+resolver's run of ``linear``), and a width the first layer cannot take (a capture failure of a
+call that differs from the example's in a size only; both prepared again at every repeat before
+failures of the signature were cached whatever the difference). Not a timed test: run it as a
+script.
 
     .venv/bin/python benchmarks/call_forms_check.py
     .venv/bin/python benchmarks/call_forms_check.py --rounds 1000
@@ -82,14 +86,14 @@ def measure(rounds: int, calls: int = 50) -> dict[str, float]:
     return {label: statistics.median(values) for label, values in samples.items()}
 
 
-def refusals(repeats: int) -> list[float]:
-    """Milliseconds of the first refusal of a call the model does not take, then of each repeat."""
+def refusals(repeats: int) -> dict[str, list[float]]:
+    """Milliseconds of the first refusal of each call the model does not take, then of each repeat."""
     import torch
 
     from srbench.inputs import Inputs
     from srbench.options import StaticOptions
     from srbench.runtimes import intra_op_threads
-    from srbench.static import InputSignatureError, StaticModule
+    from srbench.static import StaticModule
 
     class Deep(torch.nn.Module):
         def __init__(self) -> None:
@@ -102,18 +106,26 @@ def refusals(repeats: int) -> list[float]:
 
     torch.manual_seed(0)
     x, scale = torch.randn(4, 64), torch.randn(64)
-    good, bad = Inputs.of(x, {"scale": scale, "shift": scale}), Inputs.of(x, {"scale": scale, "offset": scale})
-    times = []
+    good = Inputs.of(x, {"scale": scale, "shift": scale})
+    bad = {
+        "a dict without the key the model reads": Inputs.of(x, {"scale": scale, "offset": scale}),
+        "float64 where the weights are float32 (fails after the capture)": Inputs.of(
+            x.double(), {"scale": scale.double(), "shift": scale.double()}
+        ),
+        "a width the first layer cannot take": Inputs.of(torch.randn(4, 32), {"scale": scale, "shift": scale}),
+    }
+    times: dict[str, list[float]] = {label: [] for label in bad}
     with intra_op_threads(1), torch.no_grad():
         runtime = StaticModule(Deep().eval(), good, StaticOptions(measure_choices=False)).runtime()
-        for _ in range(repeats + 1):
-            start = time.perf_counter()
-            try:
-                bad.call(runtime)
-            except InputSignatureError:
-                times.append((time.perf_counter() - start) * 1e3)
-            else:
-                raise AssertionError("the call the model does not take was not refused")
+        for label, call in bad.items():
+            for _ in range(repeats + 1):
+                start = time.perf_counter()
+                try:
+                    call.call(runtime)
+                except Exception:
+                    times[label].append((time.perf_counter() - start) * 1e3)
+                else:
+                    raise AssertionError(f"{label}: not refused")
     return times
 
 
@@ -126,9 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|---|")
     for label, median in measure(args.rounds).items():
         print(f"| {label} | {median:.2f} |")
-    first, *again = refusals(args.repeats)
-    print(f"\na call the model does not take: refused in {first:.1f} ms, then in", end=" ")
-    print(", ".join(f"{ms:.2f}" for ms in again), "ms")
+    print()
+    for label, (first, *again) in refusals(args.repeats).items():
+        print(f"{label}: refused in {first:.1f} ms, then in", ", ".join(f"{ms:.2f}" for ms in again), "ms")
     return 0
 
 

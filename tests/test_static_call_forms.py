@@ -5,9 +5,12 @@ a call the model does not take is captured once per signature, then refused at o
 
 from __future__ import annotations
 
+import gc
 import inspect
 import itertools
+import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -17,9 +20,12 @@ from test_static_signature_programs import Counted
 from torch import nn
 
 import srbench.static.module as static_module
+from srbench.graph.capture import CaptureError
 from srbench.inputs import Inputs
 from srbench.options import StaticOptions
-from srbench.static import InputSignatureError, StaticModule
+from srbench.static import InputSignatureError, StaticModule, StaticRuntime
+from srbench.static.errors import FailureScope, UnsupportedOpError
+from srbench.static.failure_scope import failure_scope
 from srbench.static.forms import Adapters, Form, _is_default, rebinding
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -274,6 +280,137 @@ def test_threads_repeating_a_refused_call_capture_it_once(monkeypatch: pytest.Mo
         thread.join()
     assert len(refused) == 9 and all(isinstance(error, InputSignatureError) for error in refused)
     assert captures[0] == 1
+
+
+class Lookup(nn.Module):
+    """An embedding read at the call's indices, then a linear layer on float32 weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embedding = nn.Embedding(10, 4)
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, indices: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) + self.embedding(indices)
+
+
+def lookup(rows: int, index: int = 1, dtype: torch.dtype = torch.float32, width: int = 4) -> Inputs:
+    return Inputs.of(torch.full((rows,), index), torch.ones(rows, width, dtype=dtype))
+
+
+@pytest.mark.parametrize(
+    "call, error, scope",
+    [
+        (lookup(3, width=5), CaptureError, "a shape the layer cannot take"),
+        (lookup(3, dtype=torch.float64), InputSignatureError, "a dtype the weights refuse, after the capture"),
+    ],
+    ids=["capture", "after capture"],
+)
+def test_a_failure_of_the_signature_is_prepared_once_then_refused_at_once(
+    monkeypatch: pytest.MonkeyPatch, call: Inputs, error: type[Exception], scope: str
+) -> None:
+    """Before, neither was kept: the shape differs from the example's only in a size (the
+    model's own error, uncached), and the dtype fails at the resolver's run of ``linear``, after
+    the capture (captured and prepared again at every repeat). Both fail for every call of their
+    signature."""
+    model = Lookup().eval()
+    runtime = StaticModule(model, lookup(2), QUICK).runtime()
+    captures = counting(monkeypatch, static_module, "capture_graph")
+    messages = set()
+    for _ in range(3):
+        with pytest.raises(error) as info:
+            call.call(runtime)
+        messages.add(str(info.value))
+    assert captures[0] == 1, scope
+    assert len(messages) == 1
+    with torch.no_grad():
+        torch.testing.assert_close(lookup(2, 3).call(runtime), lookup(2, 3).call(model))
+
+
+@pytest.mark.parametrize("call", [lookup(3, width=5), lookup(3, dtype=torch.float64)], ids=["capture", "after capture"])
+def test_a_kept_refusal_holds_none_of_the_calls_tensors(call: Inputs) -> None:
+    """Each repeat raises an error of the first one's type and message, and the module does not
+    keep the refused calls' tensors alive (nor, after the capture, the intermediates the resolver
+    made from them): before, the kept error's traceback held every frame of the first call.
+    Logging is off meanwhile: torch logs the fake kernel's failure with its traceback, and
+    pytest's log capture keeps the record."""
+    runtime = StaticModule(Lookup().eval(), lookup(2), QUICK).runtime()  # alive to the end: it keeps the refusal
+    logging.disable(logging.CRITICAL)
+    try:
+        held, errors = _refuse_twice(runtime, call)
+    finally:
+        logging.disable(logging.NOTSET)
+    gc.collect()
+    assert [ref() for ref in held] == [None, None]
+    assert len(errors) == 2 and errors[0] == errors[1]
+    assert len(runtime.module._refused) == 1
+
+
+def _refuse_twice(
+    runtime: StaticRuntime, call: Inputs
+) -> tuple[list[weakref.ref[torch.Tensor]], list[tuple[type, str]]]:
+    """Two refused calls like ``call`` on ``runtime``: weak references to their tensors, and what
+    each raised."""
+    calls = [Inputs(tuple(tensor.clone() for tensor in call.args), {}) for _ in range(2)]
+    held = [weakref.ref(inputs.args[1]) for inputs in calls]
+    errors = []
+    for inputs in calls:
+        try:
+            inputs.call(runtime)
+        except Exception as error:
+            errors.append((type(error), str(error)))
+    return held, errors
+
+
+def test_a_failure_of_the_values_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index out of range fails the resolver's run of ``embedding`` on the call's values, not
+    on zeros: each repeat is prepared again, and a call of the same signature in range runs."""
+    model = Lookup().eval()
+    runtime = StaticModule(model, lookup(2), QUICK).runtime()
+    captures = counting(monkeypatch, static_module, "capture_graph")
+    for _ in range(2):
+        with pytest.raises(UnsupportedOpError, match="index out of range") as info:
+            lookup(3, index=12).call(runtime)
+        assert info.value.scope is FailureScope.VALUES
+    assert captures[0] == 2
+    with torch.no_grad():
+        torch.testing.assert_close(lookup(3, index=9).call(runtime), lookup(3, index=9).call(model))
+
+
+@pytest.mark.parametrize(
+    "op, args, scope",
+    [
+        (torch.ops.aten.mm.default, (torch.ones(2, 3, dtype=torch.float64), torch.ones(3, 2)), FailureScope.SIGNATURE),
+        (torch.ops.aten.mm.default, (torch.ones(2, 3), torch.ones(4, 2)), FailureScope.SIGNATURE),
+        (torch.ops.aten.embedding.default, (torch.ones(3, 2), torch.tensor([5])), FailureScope.VALUES),
+        (torch.ops.aten.index_select.default, (torch.ones(3), 0, torch.tensor([3])), FailureScope.VALUES),
+        (torch.ops.aten.linalg_cholesky_ex.default, (-torch.eye(2),), FailureScope.SIGNATURE),  # no raise: ex
+        (torch.ops.aten.cholesky.default, (-torch.eye(2),), FailureScope.VALUES),
+        (torch.ops.aten.multinomial.default, (torch.tensor([-1.0, 2.0]), 1), FailureScope.VALUES),
+    ],
+    ids=["dtypes", "shapes", "embedding", "index_select", "cholesky_ex", "cholesky", "multinomial"],
+)
+def test_a_failure_is_the_signatures_where_other_values_fail_alike(op: Any, args: tuple, scope: FailureScope) -> None:
+    graph = torch.fx.Graph()
+    try:
+        op(*args)
+    except Exception as error:
+        assert failure_scope(op, args, {}, error, graph) is scope
+    else:
+        assert scope is FailureScope.SIGNATURE  # the one that runs: no failure to judge
+
+
+def test_a_failure_in_a_graph_with_data_dependent_sizes_is_the_values() -> None:
+    """Shapes there follow the values (an empty ``nonzero`` result that an op refuses)."""
+
+    class Selected(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[x > 0].max()
+
+    graph = torch.export.export(Selected(), (torch.ones(3),)).graph
+    error = RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0.")
+    assert failure_scope(torch.ops.aten.max.default, (torch.ones(0),), {}, error, graph) is FailureScope.VALUES
 
 
 def _masked(x: Any, mask: Any = None, scale: float = 2.0, *, flag: bool = False) -> None:

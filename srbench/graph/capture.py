@@ -69,6 +69,11 @@ class CaptureError(RuntimeError):
         self.reason = reason
         self.source = source
 
+    def __reduce__(self) -> tuple[type, tuple[str, str, str | None]]:
+        """Made again from its parts, not its message (``copy`` and ``pickle`` give it its
+        arguments, and ``__init__`` takes these)."""
+        return type(self), (self.model, self.reason, self.source)
+
 
 # Frames under these folders are machinery (torch, srbench, the standard library), not the model's code.
 _MACHINERY = tuple(

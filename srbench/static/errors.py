@@ -3,6 +3,7 @@ ops at prepare time; and the warning for a user's out variant that prepare found
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
@@ -19,14 +20,28 @@ class InputSignatureError(TypeError):
     """
 
 
-class UnsupportedOpError(RuntimeError):
-    """An op that has no out variant and cannot run as fallback either, found at prepare time."""
+class FailureScope(enum.Enum):
+    """What a failure at prepare time depends on (:mod:`srbench.static.failure_scope`)."""
 
-    def __init__(self, op: str, node: str, reason: str):
+    SIGNATURE = "every call of the signature fails so: the refusal is kept"
+    VALUES = "it may depend on the call's values: a later call of the signature is prepared again"
+
+
+class UnsupportedOpError(RuntimeError):
+    """An op that has no out variant and cannot run as fallback either, found at prepare time;
+    ``scope``: whether every call of the signature would fail so (the op's own kernel refuses
+    arguments of that signature whatever their values)."""
+
+    def __init__(self, op: str, node: str, reason: str, scope: FailureScope = FailureScope.VALUES):
         super().__init__(f"op {op} (node {node!r}) can run neither with an out variant nor as fallback: {reason}")
         self.op = op
         self.node = node
         self.reason = reason
+        self.scope = scope
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, FailureScope]]:
+        """Made again from its parts, not its message (see ``CaptureError.__reduce__``)."""
+        return type(self), (self.op, self.node, self.reason, self.scope)
 
     def torch_lowering_fails_too(self, failure: str) -> UnsupportedOpError:
         """This refusal, saying that the program torch's lowering made fails by itself on the same
@@ -39,6 +54,7 @@ class UnsupportedOpError(RuntimeError):
             f"{self.reason}; torch's own lowered program (ExportedProgram.run_decompositions(), run by torch "
             f"as .module()) fails on these inputs too, {error}: torch's lowering to core ATen "
             "(decompose=True) breaks the model; it can be prepared without decompose",
+            self.scope,
         )
 
 

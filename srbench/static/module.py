@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
 import threading
 import time
@@ -17,7 +19,7 @@ from srbench.graph.subgraph import Subgraph
 from srbench.inputs import Inputs
 from srbench.options import StaticOptions
 from srbench.planners import get_planner
-from srbench.static.errors import InputSignatureError
+from srbench.static.errors import FailureScope, InputSignatureError, UnsupportedOpError
 from srbench.static.forms import Adapters, Rebinding, rebinding
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
 from srbench.static.passes import FUSED_LAYER_PASSES, PASSES, Pass
@@ -41,16 +43,36 @@ class _Program:
 
 @dataclass(frozen=True)
 class _Refusal:
-    """A signature whose capture failed where it differs from the example's (the model does not
-    take the call): the error's message, and the capture's failure, its cause."""
+    """A signature no program can be prepared for, whatever the call's values (see
+    :meth:`StaticModule._prepare_other`): the failure, and where the call differs from the
+    example's in structure, a leaf's kind or dtype, the message naming that difference (raised as
+    an :class:`InputSignatureError` caused by the failure); else a new copy of the failure is
+    raised at each repeat. The failure is kept as a copy (:func:`_detached`) with neither its
+    traceback nor the errors it came from: a traceback holds its frames and, through each frame's
+    caller, every frame of the call, with the call's tensors and the resolver's intermediates, for
+    as long as the refusal is kept. A repeat's traceback starts where it is refused again; the
+    first refusal had the whole one."""
 
-    message: str
-    cause: Exception
+    message: str | None
+    cause: BaseException
 
-    def error(self) -> InputSignatureError:
-        error = InputSignatureError(self.message)
-        error.__cause__ = self.cause
-        return error
+    def error(self) -> BaseException:
+        if self.message is None:
+            return _detached(self.cause)
+        return _caused(InputSignatureError(self.message), self.cause)
+
+
+def _detached(error: BaseException) -> BaseException:
+    """A new ``error`` (``copy.copy``: made again from its arguments), without a traceback or the
+    errors it came from. Raises where its class cannot be made so (it takes other arguments than
+    it keeps)."""
+    return copy.copy(error)
+
+
+def _caused(error: BaseException, cause: BaseException) -> BaseException:
+    """``error``, raised from ``cause`` (as ``raise error from cause`` makes it)."""
+    error.__cause__ = cause
+    return error
 
 
 class StaticModule:
@@ -229,7 +251,7 @@ class StaticModule:
                 if refused is None:
                     return None
                 self._refused[signature.key] = refused  # put back last
-                raise refused.error() from refused.cause
+                raise refused.error()
             self._programs[signature.key] = found  # put back last
             return found.prepared
 
@@ -238,45 +260,54 @@ class StaticModule:
         in structure, a leaf's kind or dtype and cannot be prepared (the model does not take it:
         another number of arguments, a keyword it lacks; or an op does not run in that dtype), an
         :class:`InputSignatureError` names that difference beside the failure: the example's
-        signature is what the user can compare the call with.
+        signature is what the user can compare the call with. Where it differs in shapes, strides,
+        scalar values or sharing only, the failure is the model's own, raised as it is.
 
-        Where the capture itself failed so, the refusal is cached by signature (the least recently
-        used dropped past ``options.max_signatures``; programs are not counted), and a repeat is
-        refused at once with the same error, nothing captured or run: a capture fails where
-        torch.export, tracing with fake tensors, fails, or where its checks refuse the model's own
-        state (an eager failure there is left to export), so its failure depends on the signature,
-        the model and torch, not on the call's values. A failure of the preparing after the capture
-        is not cached (its checks run ops on the call's values), nor one under an autocast the
-        caller entered (the capture refuses that, not the call) or out of memory. The module is a
-        snapshot of the model as prepared (see the class docstring): a model or torch setting
-        changed since is prepared anew, as a new module, which has refused nothing yet."""
+        Where the failure is a property of the signature, the refusal is cached by signature (the
+        least recently used dropped past ``options.max_signatures``; programs are not counted), and
+        a repeat is refused at once with the same error, nothing captured or run. So is a failure
+        of the capture: it fails where torch.export, tracing with fake tensors, fails, or where its
+        checks refuse the model's own state (an eager failure there is left to export), so its
+        failure depends on the signature, the model and torch, not on the call's values (another
+        shape a layer cannot take among them). So is an op's failure while preparing after the
+        capture (whose checks run ops on the call's values) where the op's kernel fails the same
+        way on other values of the signature (:mod:`srbench.static.failure_scope`: a dtype the
+        weights refuse); not one that may depend on the values (an index out of range there would
+        refuse the signature's valid calls), nor any other failure of the preparing, nor one under
+        an autocast the caller entered (the capture refuses that, not the call) or out of memory.
+        The module is a snapshot of the model as prepared (see the class docstring): a model or
+        torch setting changed since is prepared anew, as a new module, which has refused nothing
+        yet."""
         try:
             captured = capture_graph(self.model, inputs, self.options, name=self.name)
         except Exception as error:
-            refusal = self._refusal(signature, error)
-            if refusal is None:
-                raise
-            if ambient_autocast() is None and not isinstance(error, (MemoryError, torch.OutOfMemoryError)):
-                self._refused[signature.key] = refusal
-                keep_newest(self._refused, self.options.max_signatures)
-            raise refusal.error() from error
+            raise self._refused_now(signature, error, FailureScope.SIGNATURE)  # noqa: B904 - it is error, or caused by it
         try:
             return self._prepare(inputs, signature, captured)
         except Exception as error:
-            refusal = self._refusal(signature, error)
-            if refusal is None:
-                raise
-            raise refusal.error() from error
+            scope = error.scope if isinstance(error, UnsupportedOpError) else FailureScope.VALUES
+            raise self._refused_now(signature, error, scope)  # noqa: B904
 
-    def _refusal(self, signature: InputSignature, error: Exception) -> _Refusal | None:
-        """The refusal of a call of ``signature`` whose preparing failed with ``error``, naming
-        how it differs from the example; ``None`` where it differs in nothing but shapes, strides,
-        scalar values or memory sharing (``error`` is the model's own then)."""
+    def _refused_now(self, signature: InputSignature, error: Exception, scope: FailureScope) -> BaseException:
+        """What a call of ``signature`` whose preparing failed with ``error`` raises: ``error``
+        itself where the call differs from the example in nothing but shapes, strides, scalar
+        values or memory sharing (the model's own), else an :class:`InputSignatureError` naming
+        how it differs, caused by ``error``. The refusal is kept where ``scope`` says the
+        signature fails so."""
         difference = self.signature.difference(signature)
-        if difference is None:
-            return None
-        problem = f"{difference}, and no program could be prepared for it ({type(error).__name__}: {error})"
-        return _Refusal(str(self._signature_error(signature, problem)), error)
+        message = None
+        if difference is not None:
+            problem = f"{difference}, and no program could be prepared for it ({type(error).__name__}: {error})"
+            message = str(self._signature_error(signature, problem))
+        if (
+            scope is FailureScope.SIGNATURE
+            and ambient_autocast() is None
+            and not isinstance(error, (MemoryError, torch.OutOfMemoryError))
+        ):
+            with contextlib.suppress(Exception):  # it cannot be copied: not kept, prepared again at a repeat
+                self._refused[signature.key] = _Refusal(message, _detached(error))
+            keep_newest(self._refused, self.options.max_signatures)
+        return error if message is None else _caused(InputSignatureError(message), error)
 
     @property
     def shapes_prepared(self) -> int:

@@ -74,6 +74,7 @@ from srbench.static.calls import (
 )
 from srbench.static.eager_kernels import eager_out_call, has_backend_kernel
 from srbench.static.errors import OutVariantWarning, UnsupportedOpError
+from srbench.static.failure_scope import failure_scope
 from srbench.static.gathers import constant_index_gather, folded_view, gathered_copy, view_chain
 from srbench.static.out_variants import OutVariantRegistry
 from srbench.static.region_calls import LEANER_CALLS
@@ -608,6 +609,12 @@ class Resolver:
     def _reference(self, node: torch.fx.Node, op: torch._ops.OpOverload) -> tuple[bool, Any]:
         return _try(lambda: op(*materialize(node.args, self.env), **materialize(dict(node.kwargs), self.env)))
 
+    def _refused(self, node: torch.fx.Node, op: torch._ops.OpOverload, reason: str, error: Any) -> UnsupportedOpError:
+        """The refusal of ``node``, whose op's own kernel raised ``error`` on the call's values,
+        saying whether it would on any values of their signature (:mod:`srbench.static.failure_scope`)."""
+        args, kwargs = materialize(node.args, self.env), materialize(dict(node.kwargs), self.env)
+        return UnsupportedOpError(op_kind(op), node.name, reason, failure_scope(op, args, kwargs, error, self.graph))
+
     def _no_match_reason(self, node: torch.fx.Node, op: torch._ops.OpOverload, reference: Any) -> str:
         """Why no candidate call of ``op`` matched its own result on the example inputs: where the
         op's own kernel answers otherwise when called again on the same inputs, it draws random
@@ -662,7 +669,7 @@ class Resolver:
                 self.env[node.name] = reference
                 return Resolution(node.name, kind, Category.COPYING_VIEW, native=reshape)
         if not ok:
-            raise UnsupportedOpError(kind, node.name, f"the view failed on the example inputs: {reference}")
+            raise self._refused(node, op, f"the view failed on the example inputs: {reference}", reference)
         self.env[node.name] = reference
         if self._returns_its_input(node, op, reference):
             return Resolution(
@@ -748,7 +755,7 @@ class Resolver:
             attempts.append((call, trial, _try(partial(invoke, call, trial))))
         ok, reference = self._reference(node, op)
         if not ok:
-            raise UnsupportedOpError(kind, node.name, _failure_on_examples(op, reference))
+            raise self._refused(node, op, _failure_on_examples(op, reference), reference)
         self.env[node.name] = reference
         category = Category.INPLACE if all_alias else Category.MUTATING
         for call, trial, (ran, result) in attempts:
@@ -792,8 +799,9 @@ class Resolver:
             outs = [(call, buffers) for call, buffers in outs if call.label.startswith(REGISTERED_LABEL)]
         fallbacks = self._working_fallbacks(node, op, reference) if ok else []
         if not outs and not fallbacks:
-            reason = _failure_on_examples(op, reference) if not ok else self._no_match_reason(node, op, reference)
-            raise UnsupportedOpError(kind, node.name, reason)
+            if not ok:
+                raise self._refused(node, op, _failure_on_examples(op, reference), reference)
+            raise UnsupportedOpError(kind, node.name, self._no_match_reason(node, op, reference))
         registered = [call for call, _ in outs if call.label.startswith(REGISTERED_LABEL)]
         barrier = self._barrier(node)
         out_call: Call | None
