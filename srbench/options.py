@@ -213,6 +213,16 @@ class StaticOptions:
         ),
     )
 
+    def __post_init__(self) -> None:
+        """Each value as a flag or a suite's key takes it (its field's schema): in Python,
+        ``rewrite_rtol=nan`` and ``cleanup_activations="yes"`` were taken (a NaN tolerance
+        compares false, so every rewrite was refused), and ``streams=2.0`` failed deep in
+        preparing with "'float' object cannot be interpreted as an integer"."""
+        for option in options_of(type(self)):
+            value = getattr(self, option.name)
+            if not _allows(option.info.schema, value):
+                raise ValueError(f"{option.name} must be {_expectation(option.info.schema)}, got {value!r}")
+
 
 @dataclass(frozen=True)
 class RuntimeOptions(StaticOptions):
@@ -296,23 +306,60 @@ def add_option_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
             parser.add_argument(flag, type=_within(kind, option.info.schema), default=option.default, help=help_text)
 
 
+def _allows(schema: Mapping[str, Any], value: object) -> bool:
+    """Whether an option's schema takes ``value``, for the keywords option schemas use (``type``,
+    ``enum``, ``minimum``, ``exclusiveMinimum``, ``minLength``, the finite format), read as the
+    suites' validator reads them (an integer is an int, not 2.0, nor a bool). Written here
+    rather than through jsonschema, which the suites use: this module is read at pytest's
+    start-up, and options are made at every import of a runtime."""
+    kind = schema.get("type")
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if "enum" in schema:
+        return value in schema["enum"]
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "string":
+        return isinstance(value, str) and len(value) >= schema.get("minLength", 0)
+    if not (whole or (kind == "number" and isinstance(value, float))):
+        return False
+    assert isinstance(value, (int, float))
+    minimum, above = schema.get("minimum"), schema.get("exclusiveMinimum")
+    return (
+        (schema.get("format") != FINITE or math.isfinite(value))
+        and (minimum is None or value >= minimum)
+        and (above is None or value > above)
+    )
+
+
+def _expectation(schema: Mapping[str, Any]) -> str:
+    """What an option's schema takes, in words: ``an integer of at least 2``."""
+    if "enum" in schema:
+        return "one of " + ", ".join(map(repr, schema["enum"]))
+    kind = schema.get("type")
+    if kind == "boolean":
+        return "True or False"
+    if kind == "string":
+        return "a non-empty str" if schema.get("minLength") else "a str"
+    words = "an integer" if kind == "integer" else "a finite number" if schema.get("format") == FINITE else "a number"
+    if schema.get("minimum") is not None:
+        words += f" of at least {schema['minimum']}"
+    if schema.get("exclusiveMinimum") is not None:
+        words += f" more than {schema['exclusiveMinimum']}"
+    return words
+
+
 def _within(kind: type, schema: Mapping[str, Any]) -> Callable[[str], Any]:
     """A flag's parser that refuses what the option's schema refuses in a suite: below
     ``minimum``, not above ``exclusiveMinimum``, NaN or infinite where the format is finite
     (``--rewrite-rtol -1`` and ``nan`` were taken, and every rewrite refused)."""
-    minimum, above = schema.get("minimum"), schema.get("exclusiveMinimum")
 
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {kind.__name__}, got {text!r}") from None
-        if schema.get("format") == FINITE and not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-        if minimum is not None and value < minimum:
-            raise argparse.ArgumentTypeError(f"expected at least {minimum}, got {text!r}")
-        if above is not None and not value > above:
-            raise argparse.ArgumentTypeError(f"expected more than {above}, got {text!r}")
+            value = None
+        if value is None or not _allows(schema, value):
+            raise argparse.ArgumentTypeError(f"expected {_expectation(schema)}, got {text!r}")
         return value
 
     return parse

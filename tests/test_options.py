@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
+import re
 import textwrap
 
 import pytest
@@ -62,16 +64,16 @@ def test_integer_flags_are_checked_against_the_schema_minimum(capsys):
     assert options_from_flags(parser.parse_args(["--threads", "2"]), RuntimeOptions).threads == 2
     with pytest.raises(SystemExit):
         parser.parse_args(["--threads", "0"])
-    assert "expected at least 1" in capsys.readouterr().err
+    assert "expected an integer of at least 1, got '0'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
-        (["--rewrite-rtol", "-1"], "expected more than 0"),
-        (["--rewrite-atol", "0"], "expected more than 0"),
-        (["--rewrite-rtol", "nan"], "expected a finite number"),
-        (["--rewrite-atol", "inf"], "expected a finite number"),
+        (["--rewrite-rtol", "-1"], "expected a finite number more than 0, got '-1'"),
+        (["--rewrite-atol", "0"], "expected a finite number more than 0, got '0'"),
+        (["--rewrite-rtol", "nan"], "expected a finite number more than 0, got 'nan'"),
+        (["--rewrite-atol", "inf"], "expected a finite number more than 0, got 'inf'"),
     ],
 )
 def test_number_flags_refuse_what_a_suite_refuses(capsys, flags, expected):
@@ -161,3 +163,34 @@ def test_a_case_is_written_as_flat_json_with_every_option(tmp_path):
         assert {name: data[name] for name in names} == {name: case.option(name) for name in names}
         if case.runtime == "srbench":
             assert data["manage_output_tensors"] is True and data["threads"] == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"rewrite_rtol": math.nan}, "rewrite_rtol must be a finite number more than 0, got nan"),
+        ({"rewrite_atol": -1.0}, "rewrite_atol must be a finite number more than 0, got -1.0"),
+        ({"cleanup_activations": "yes"}, "cleanup_activations must be True or False, got 'yes'"),
+        ({"streams": 2.0}, "streams must be an integer of at least 1, got 2.0"),
+        ({"streams": True}, "streams must be an integer of at least 1, got True"),
+        ({"planner": ""}, "planner must be a non-empty str, got ''"),
+        ({"max_signatures": 1}, "max_signatures must be an integer of at least 2, got 1"),
+    ],
+)
+def test_options_made_in_python_refuse_what_a_flag_or_a_suite_refuses(options, message):
+    """In Python, ``rewrite_rtol=nan`` (every rewrite refused) and ``cleanup_activations="yes"``
+    were taken, and ``streams=2.0`` failed deep in preparing, with a message about ints."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        StaticOptions(**options)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"threads": 0}, "threads must be an integer of at least 1, got 0"),
+        ({"device": "tpu"}, "device must be one of 'cpu', 'cuda', got 'tpu'"),
+    ],
+)
+def test_runtime_options_refuse_what_a_suite_refuses(options, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        RuntimeOptions(**options)
