@@ -281,18 +281,25 @@ class StaticModule:
         try:
             captured = capture_graph(self.model, inputs, self.options, name=self.name)
         except Exception as error:
-            raise self._refused_now(signature, error, FailureScope.SIGNATURE)  # noqa: B904 - it is error, or caused by it
+            refused = self._refused_now(signature, error, FailureScope.SIGNATURE)
+            if refused is error:
+                raise
+            raise refused from error
         try:
             return self._prepare(inputs, signature, captured)
         except Exception as error:
-            scope = error.scope if isinstance(error, UnsupportedOpError) else FailureScope.VALUES
-            raise self._refused_now(signature, error, scope)  # noqa: B904
+            refused = self._refused_now(
+                signature, error, error.scope if isinstance(error, UnsupportedOpError) else FailureScope.VALUES
+            )
+            if refused is error:
+                raise
+            raise refused from error
 
     def _refused_now(self, signature: InputSignature, error: Exception, scope: FailureScope) -> BaseException:
         """What a call of ``signature`` whose preparing failed with ``error`` raises: ``error``
         itself where the call differs from the example in nothing but shapes, strides, scalar
         values or memory sharing (the model's own), else an :class:`InputSignatureError` naming
-        how it differs, caused by ``error``. The refusal is kept where ``scope`` says the
+        how it differs (raised from ``error``). The refusal is kept where ``scope`` says the
         signature fails so."""
         difference = self.signature.difference(signature)
         message = None
@@ -307,7 +314,7 @@ class StaticModule:
             with contextlib.suppress(Exception):  # it cannot be copied: not kept, prepared again at a repeat
                 self._refused[signature.key] = _Refusal(message, _detached(error))
             keep_newest(self._refused, self.options.max_signatures)
-        return error if message is None else _caused(InputSignatureError(message), error)
+        return error if message is None else InputSignatureError(message)
 
     @property
     def shapes_prepared(self) -> int:
