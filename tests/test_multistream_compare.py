@@ -47,6 +47,38 @@ def test_measured_gains_pair_each_case_with_its_one_stream_twin():
     assert gains == {(2, "critical_path"): 2.0, (4, "parallel_steps"): 0.5}
 
 
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ([1, 2], "expected a suite summary, a JSON object whose 'models' maps each model to its case rows; got list"),
+        ({"cases": []}, "expected a suite summary, a JSON object whose 'models' maps each model to its case rows"),
+        ({"models": {"mlp": [1]}}, "models.mlp[0]: expected a case row (an object with 'id' and 'model'), got 1"),
+    ],
+)
+def test_a_file_that_is_not_a_suite_summary_is_one_failure_saying_what_was_expected(tmp_path, document, message):
+    """Another JSON file said only "'models'" (a KeyError's text), and a row that was not an
+    object stopped the comparison with a traceback."""
+    from srbench.compare.streams import _summary_rows
+
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(document))
+    failures: list[str] = []
+    assert _summary_rows(path, failures) == []
+    (failure,) = failures
+    assert failure.startswith(f"cannot read suite results {path}: {message}")
+
+
+def test_rows_without_a_scheduler_or_with_values_of_another_type_are_no_gains():
+    """A hand-written row without ``scheduler`` was a KeyError's traceback; ``streams: "2"`` a TypeError's."""
+    rows = [
+        {"id": "mlp-srbench-t1", "model": "mlp", "streams": 1, "latency_median_s": 1.0},
+        {"id": "mlp-srbench-s2-t1", "model": "mlp", "streams": 2, "latency_median_s": 0.5},
+        {"id": "mlp-srbench-s4-t1", "model": "mlp", "streams": "4", "latency_median_s": 0.5},
+        {"id": "mlp-srbench-s8-t1", "model": "mlp", "streams": 8, "latency_median_s": "fast"},
+    ]
+    assert [(gain.streams, gain.gain) for gain in latency_gains(rows)] == [(2, 2.0)]
+
+
 def test_compare_streams_on_the_command_line(tmp_path):
     out = tmp_path / "out"
     summary = tmp_path / "suites-summary.json"

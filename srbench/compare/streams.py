@@ -167,10 +167,30 @@ def _summary_rows(path: Path, failures: list[str]) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     try:  # the merged suite summary (srbench.pytest_plugin.results): rows grouped by model
-        return [row for rows in json.loads(path.read_text())["models"].values() for row in rows]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
         failures.append(f"cannot read suite results {path}: {error}")
         return []
+    # Another JSON file given by mistake said only "'models'" (a KeyError's text), or stopped
+    # the comparison with a traceback where a row was not an object.
+    models = document.get("models") if isinstance(document, dict) else None
+    if not isinstance(models, dict):
+        failures.append(
+            f"cannot read suite results {path}: expected a suite summary, a JSON object whose 'models' "
+            f"maps each model to its case rows; got {type(document).__name__} without it"
+        )
+        return []
+    rows = []
+    for model, model_rows in models.items():
+        for index, row in enumerate(model_rows if isinstance(model_rows, list) else [model_rows]):
+            if not (isinstance(row, dict) and {"id", "model"} <= row.keys()):
+                failures.append(
+                    f"cannot read suite results {path}: models.{model}[{index}]: expected a case row "
+                    f"(an object with 'id' and 'model'), got {row!r:.80}"
+                )
+                return []
+            rows.append(row)
+    return rows
 
 
 def _cell(row: StreamBytes, format_bytes: Callable[[int], str]) -> str:
@@ -221,14 +241,21 @@ def _one_stream_id(row: Mapping[str, Any]) -> str:
     from srbench.options import options_of
 
     parts = {
-        option.info.id_part(row[option.name]) for option in options_of() if option.name in ("streams", "scheduler")
+        option.info.id_part(row.get(option.name, option.default))
+        for option in options_of()
+        if option.name in ("streams", "scheduler")
     }
     return "-".join(part for part in str(row["id"]).split("-") if part not in parts)
 
 
 def latency_gains(rows: Iterable[Mapping[str, Any]]) -> list[LatencyGain]:
     """Every measured case with ``streams`` > 1 whose one-stream twin was measured too."""
-    rows = [row for row in rows if row.get("latency_median_s") and row.get("streams")]
+    rows = [
+        row
+        for row in rows
+        if isinstance(row.get("latency_median_s"), (int, float)) and row["latency_median_s"] > 0
+        if isinstance(row.get("streams"), int) and row["streams"] > 0
+    ]
     one_stream = {(row.get("suite"), row["id"]): row["latency_median_s"] for row in rows if row["streams"] == 1}
     gains = []
     for row in rows:
