@@ -348,6 +348,16 @@ def test_nightly_rejects_a_factor_that_is_not_a_ratio(measured_pair, capsys, fac
     assert "--factor must be a finite number greater than 1" in capsys.readouterr().err
 
 
+def test_nightly_with_a_configuration_that_is_not_json_is_one_line(tmp_path, monkeypatch, capsys):
+    """json5's parse error came through asv as a traceback naming no file."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # asv's machine file lives in ~
+    config = tmp_path / "asv.conf.json"
+    config.write_text("not json\n")
+    assert srbench_main(["nightly", "--config", str(config), "--no-publish", "--machine", "here"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {config}: not an asv configuration (JSON): ")
+
+
 def test_nightly_refuses_suites_that_cannot_run_before_asv_starts(tmp_path, capsys):
     """``--suites nosuch`` built asv's environment first and failed in its benchmark discovery."""
     broken = tmp_path / "broken.yaml"

@@ -190,7 +190,9 @@ def run_nightly(options: NightlyOptions) -> NightlyStatus:
     from asv.util import UserError
 
     try:
-        machine, conf, envs = ensure_machine(options), load_config(options.config), environments(options)
+        # The configuration first: a file asv cannot read is one line here, where `asv machine`
+        # (run for a new machine) printed its traceback.
+        conf, machine, envs = load_config(options.config), ensure_machine(options), environments(options)
         env_names = [env.name for env in envs]
         history = _git(conf.repo, "rev-list", "--first-parent", *(conf.branches[:1] or ["HEAD"])).split()
         existing = is_existing_only(envs)  # it holds one commit, installed: the branch's tip

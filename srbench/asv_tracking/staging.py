@@ -28,9 +28,13 @@ def load_config(config: Path) -> Any:
     """asv's configuration object for ``config`` with its folders absolute: asv resolves them
     against the working directory, these against the file's folder, so that it runs from anywhere."""
     from asv.config import Config
+    from asv.util import UserError
 
     config = Path(config).absolute()
-    conf = Config.load(str(config))
+    try:
+        conf = Config.load(str(config))
+    except ValueError as error:  # json5's parse error, which asv passes on: a traceback naming no file
+        raise UserError(f"{config}: not an asv configuration (JSON): {error}") from error
     for name in CONFIG_PATHS:
         setattr(conf, name, str(config.parent / getattr(conf, name)))
     return conf
