@@ -269,6 +269,27 @@ def test_two_sources_of_one_name_are_a_usage_error_before_planning(capsys, tmp_p
     assert not saved.exists()
 
 
+def test_a_planner_plugin_that_fails_is_one_line_and_the_other_planners_still_run(capsys, tmp_path, monkeypatch):
+    """A plugin's own error (or a None for a plan) ended the whole command in a traceback."""
+    from srbench.planners import PLANNERS
+
+    def broken(records, *, alignment=64):
+        return len(records) // 0
+
+    known = PLANNERS.entry_points()
+    planted = type("EntryPoint", (), {"load": staticmethod(lambda: broken)})()
+    monkeypatch.setattr(PLANNERS, "entry_points", lambda: {**known, "broken": planted})
+    good = tmp_path / "good.csv"
+    good.write_text("id,lower,upper,size\nx,0,1,64\n")
+    status, document, err = run_json(capsys, "--records", str(good), "--planners", "broken,naive")
+    assert status == 1
+    assert err.splitlines() == [
+        "srbench plan: good: planner 'broken' failed: ZeroDivisionError in the planner: integer division or modulo "
+        "by zero"
+    ]
+    assert [row["planner"] for row in document["sources"][0]["plans"]] == ["naive"]
+
+
 def test_bad_csv_is_reported_and_other_sources_still_run(capsys, tmp_path, fake_zoo):
     bad = tmp_path / "bad.csv"
     bad.write_text("id,lower,upper,size\nx,0,1,-5\n")

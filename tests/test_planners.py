@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from srbench.memory.records import TensorUsageRecord, lower_bound, validate_plan
+from srbench.memory.records import PlanError, TensorUsageRecord, lower_bound, validate_plan
 from srbench.planners import (
     greedy_by_breadth,
     greedy_by_size,
@@ -256,3 +256,28 @@ def test_a_numpy_integer_alignment_plans_as_its_value(name):
     assert result.plan == plan_memory(records, name, alignment=64, **options).plan or name == "exact"
     assert type(result.plan.total_bytes) is int
     assert all(type(offset) is int for offset in result.plan.offsets.values())
+
+
+@pytest.mark.parametrize(
+    ("returns", "message"),
+    [
+        (lambda records: 1 // 0, r"^ZeroDivisionError in the planner: integer division or modulo by zero$"),
+        (lambda records: None, r"^the planner returned NoneType, not a MemoryPlan$"),
+    ],
+)
+def test_a_planner_plugin_that_fails_is_a_plan_error(monkeypatch, returns, message):
+    """A plugin's own error, or a None for a plan (an AttributeError in the validator), ended
+    every caller planning with several planners in a traceback."""
+    from srbench.planners import PLANNERS
+
+    def broken(records, *, alignment=64):
+        return returns(records)
+
+    known = PLANNERS.entry_points()
+    planted = type("EntryPoint", (), {"load": staticmethod(lambda: broken)})()
+    monkeypatch.setattr(PLANNERS, "entry_points", lambda: {**known, "broken": planted})
+    with pytest.raises(PlanError, match=message) as caught:
+        plan_memory(CHAIN, "broken")
+    assert isinstance(caught.value.__cause__, ZeroDivisionError) or caught.value.__cause__ is None
+    with pytest.raises(TypeError, match="unexpected keyword argument 'time_limit'"):  # the caller's error
+        plan_memory(CHAIN, "broken", time_limit=1.0)

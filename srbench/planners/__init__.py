@@ -9,6 +9,7 @@ records, times the planner, validates the plan it returns, and puts the lower bo
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ from typing import Any, Protocol
 from srbench.memory.records import (
     DEFAULT_ALIGNMENT,
     MemoryPlan,
+    PlanError,
+    RecordError,
     TensorUsageRecord,
     check_alignment,
     check_records,
@@ -64,14 +67,33 @@ def plan_memory(
     alignment: int = DEFAULT_ALIGNMENT,
     **options: Any,
 ) -> PlanResult:
-    """Plan ``records`` with the named planner; the plan is validated before it is returned."""
+    """Plan ``records`` with the named planner; the plan is validated before it is returned.
+
+    A planner that fails (raises, or returns something else than a :class:`MemoryPlan`) is a
+    :class:`PlanError` saying how, chained to its error, so that a caller planning with several
+    reports it and goes on: a plugin's ``ZeroDivisionError``, or a ``None`` for a plan, ended
+    ``srbench plan`` and ``compare`` in a traceback. Options the planner does not take are the
+    caller's error and stay a TypeError."""
     alignment = check_alignment(alignment)
     records = list(records)
     check_records(records, alignment=alignment)
     plan_fn = get_planner(planner)
+    try:
+        signature = inspect.signature(plan_fn)
+    except (TypeError, ValueError):  # a callable without one (a compiled function): called as is
+        signature = None
+    if signature is not None:
+        signature.bind(records, alignment=alignment, **options)
     start = time.perf_counter()
-    plan = plan_fn(records, alignment=alignment, **options)
+    try:
+        plan = plan_fn(records, alignment=alignment, **options)
+    except (PlanError, RecordError):
+        raise
+    except Exception as error:
+        raise PlanError(f"{type(error).__name__} in the planner: {error}") from error
     seconds = time.perf_counter() - start
+    if not isinstance(plan, MemoryPlan):
+        raise PlanError(f"the planner returned {type(plan).__name__}, not a MemoryPlan")
     validate_plan(records, plan, alignment)
     bound = lower_bound(records)
     # No plan is below the bound: a plan at it is optimal. At an alignment the sizes are not
