@@ -199,3 +199,12 @@ def test_offsets_are_written_as_minimalloc_s_solution_column_and_every_record_ne
     assert read_instance(path).offsets == {"a": 0, "b": 64}
     with pytest.raises(ValueError, match=r"no offset for records \['b'\]"):
         write_records(records, tmp_path / "other.csv", offsets={"a": 0})
+
+
+@pytest.mark.parametrize("alignment", [0, -64, 2.5, True])
+def test_a_planned_alignment_that_is_not_a_positive_whole_number_is_refused(tmp_path, alignment):
+    """0 passed a file asking alignment 3 as kept (0 is a multiple of everything)."""
+    path = tmp_path / "aligned.csv"
+    path.write_text("id,lower,upper,size,alignment\na,0,1,8,3\n")
+    with pytest.raises(ValueError, match=rf"^alignment must be a positive whole number of bytes, got {alignment!r}$"):
+        read_records(path, alignment=alignment)

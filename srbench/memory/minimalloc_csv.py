@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from srbench.fileio import NotUtf8Error, atomic_write_text, decode_utf8
-from srbench.memory.records import RecordError, TensorUsageRecord, check_records
+from srbench.memory.records import RecordError, TensorUsageRecord, check_alignment, check_records
 
 
 class Column(enum.Enum):
@@ -128,7 +128,9 @@ def read_records(path: str | os.PathLike[str], *, alignment: int = 1) -> list[Te
     """The records of a MiniMalloc CSV file (see :func:`read_instance`), to be planned at
     ``alignment``: a file whose ``alignment`` column asks an alignment that does not divide it
     is refused, naming the first such buffer and the alignment that would keep them all."""
-    return list(_read(Path(path), alignment).records)
+    # Checked as plan_memory checks it: 0, a multiple of everything, passed a file asking
+    # alignment 3 as kept, and 2.5 was named as the planned alignment in the refusal.
+    return list(_read(Path(path), check_alignment(alignment)).records)
 
 
 def _columns(header: Sequence[str], path: Path) -> dict[Column, int]:
