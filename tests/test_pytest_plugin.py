@@ -248,6 +248,17 @@ def test_a_batch_the_inputs_cannot_be_made_at_fails_its_case_in_one_line_while_t
     result.stdout.no_fnmatch_line("*srbench/zoo.py*")
 
 
+def test_a_results_folder_that_cannot_be_made_is_a_usage_error_before_any_case_runs(pytester):
+    """The whole run was measured, then its summary could not be written (and pytest exited 0)."""
+    write_suite(pytester, "tiny.yaml", TINY_SUITE)
+    taken = pytester.path / "taken"
+    taken.write_text("a file\n")
+    result = pytester.runpytest("suites", "--benchmark", "--srbench-results", str(taken / "results"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --srbench-results {taken / 'results'}: {taken} is a file; expected a folder"])
+    result.stdout.no_fnmatch_line("*passed*")
+
+
 def test_benchmark_times_cases_and_writes_the_run_and_the_merged_summary(pytester, monkeypatch):
     # The inner run is serial; when this test itself runs in an xdist worker, pytest-benchmark
     # would read the worker's environment variable and turn itself off.

@@ -60,12 +60,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark reads its options
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda: needs a CUDA GPU (skipped with the reason without one)")
+    if config.getoption("srbench_benchmark") and (results := config.getoption("srbench_results")):
+        _check_results_folder(pathlib.Path(results))
     timing_asked = config.getoption("srbench_benchmark") or getattr(config.option, "benchmark_enable", False)
     if not timing_asked and hasattr(config.option, "benchmark_disable"):
         config.option.benchmark_disable = True
     _narrow_benchmark_table(config)
     if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
         config.pluginmanager.register(SummaryCollector(config), "srbench-summary")
+
+
+def _check_results_folder(directory: pathlib.Path) -> None:
+    """Refuse, before any case runs, a ``--srbench-results`` that cannot become a folder (a file
+    there, or above it): the whole run was measured, then its summary could not be written."""
+    existing = next((path for path in (directory, *directory.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise pytest.UsageError(f"--srbench-results {directory}: {existing} is a file; expected a folder")
 
 
 def pytest_collect_file(file_path: pathlib.Path, parent: pytest.Collector) -> pytest.Collector | None:
