@@ -348,6 +348,12 @@ def test_nightly_rejects_a_factor_that_is_not_a_ratio(measured_pair, capsys, fac
     assert "--factor must be a finite number greater than 1" in capsys.readouterr().err
 
 
+def test_nightly_refuses_a_bench_pattern_that_is_not_a_regular_expression_before_asv_starts(capsys):
+    assert srbench_main(["nightly", "-b", "time_(", "--no-publish"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("srbench nightly: --bench 'time_(': not a valid regular expression (missing ), ")
+
+
 def test_nightly_with_a_configuration_that_is_not_json_is_one_line(tmp_path, monkeypatch, capsys):
     """json5's parse error came through asv as a traceback naming no file."""
     monkeypatch.setenv("HOME", str(tmp_path))  # asv's machine file lives in ~

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from pathlib import Path
 
 from srbench.cli._args import print_error
@@ -86,6 +87,12 @@ def run(args: argparse.Namespace) -> int:
     if args.max_commits < 1:
         print_error("nightly", f"--max-commits must be at least 1, got {args.max_commits}")
         return NightlyStatus.FAILED
+    for pattern in args.bench:  # asv finds a bad one only after building its environment
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            print_error("nightly", f"--bench {pattern!r}: not a valid regular expression ({error})")
+            return NightlyStatus.FAILED
     if args.suites is not None and (problem := _suites_problem(args.suites, args.config)) is not None:
         print_error("nightly", problem)
         return NightlyStatus.FAILED
