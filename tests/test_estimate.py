@@ -195,6 +195,8 @@ def test_cli_json_for_cuda(capsys):
     [
         (["--model", "no_such_model"], "no_such_model"),
         (["--model", "mlp", "--device", "tpu"], "--device must be cpu or cuda"),
+        (["--model", "mlp", "--device", "cuda:abc"], "--device must be cpu or cuda (cuda:N for one of several)"),
+        (["--model", "mlp", "--device", "cuda:-1"], "got 'cuda:-1'"),
         (["--model", "mlp", "--planners", "gredy"], "unknown planner 'gredy'"),
         # Fake tensors hold any batch, but not one whose bytes pass int64: torch's error was a traceback.
         (

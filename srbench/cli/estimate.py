@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from srbench.registry import UnknownPluginError, unknown_name_message
     from srbench.zoo import ExampleInputsError, ProviderUnavailable, load_zoo
 
-    if args.device.split(":")[0] not in ("cpu", "cuda"):
-        print_error("estimate", f"--device must be cpu or cuda, got {args.device!r}")
+    if _device_type(args.device) not in ("cpu", "cuda"):
+        print_error("estimate", f"--device must be cpu or cuda (cuda:N for one of several), got {args.device!r}")
         return ExitStatus.UNUSABLE
     names = args.planners or planner_names()
     for name in names:
@@ -81,3 +81,14 @@ def run(args: argparse.Namespace) -> int:
     for problem in estimate.problems if not estimate.complete else ():
         print_error("estimate", f"{args.model}: node {problem.node}: {problem.reason}")
     return ExitStatus.DONE if estimate.complete else ExitStatus.SOME_FAILED
+
+
+def _device_type(text: str) -> str | None:
+    """The type of the device ``text`` names, as torch reads it; None where torch reads none
+    (``cuda:abc``, ``cuda:-1``: a traceback from deep in the estimate, where ``tpu`` was refused)."""
+    import torch
+
+    try:
+        return torch.device(text).type
+    except RuntimeError:
+        return None
