@@ -55,6 +55,7 @@ def _flag(on: str, off: str | None = None) -> Callable[[bool], str | None]:
 
 
 _BOOLEAN = {"type": "boolean"}
+MAX_THREADS = 2**31 - 1  # the most intra-op threads torch.set_num_threads takes (a C int)
 # A schema format: a number that is not NaN or infinite (either would switch a tolerance's check off).
 FINITE = "finite"
 
@@ -235,7 +236,8 @@ class RuntimeOptions(StaticOptions):
         OptionInfo(
             axis="threads",
             help="intra-op threads",
-            schema={"type": "integer", "minimum": 1},
+            # torch.set_num_threads takes a C int: a count beyond failed every case with "Overflow".
+            schema={"type": "integer", "minimum": 1, "maximum": MAX_THREADS},
             id_part=lambda value: f"t{value}",
         ),
     )
@@ -323,11 +325,12 @@ def _allows(schema: Mapping[str, Any], value: object) -> bool:
     if not (whole or (kind == "number" and isinstance(value, float))):
         return False
     assert isinstance(value, (int, float))
-    minimum, above = schema.get("minimum"), schema.get("exclusiveMinimum")
+    minimum, above, maximum = schema.get("minimum"), schema.get("exclusiveMinimum"), schema.get("maximum")
     return (
         (schema.get("format") != FINITE or math.isfinite(value))
         and (minimum is None or value >= minimum)
         and (above is None or value > above)
+        and (maximum is None or value <= maximum)
     )
 
 
@@ -345,6 +348,8 @@ def _expectation(schema: Mapping[str, Any]) -> str:
         words += f" of at least {schema['minimum']}"
     if schema.get("exclusiveMinimum") is not None:
         words += f" more than {schema['exclusiveMinimum']}"
+    if schema.get("maximum") is not None:
+        words += f" and at most {schema['maximum']:,}"
     return words
 
 

@@ -64,7 +64,7 @@ def test_integer_flags_are_checked_against_the_schema_minimum(capsys):
     assert options_from_flags(parser.parse_args(["--threads", "2"]), RuntimeOptions).threads == 2
     with pytest.raises(SystemExit):
         parser.parse_args(["--threads", "0"])
-    assert "expected an integer of at least 1, got '0'" in capsys.readouterr().err
+    assert "expected an integer of at least 1 and at most 2,147,483,647, got '0'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -187,7 +187,8 @@ def test_options_made_in_python_refuse_what_a_flag_or_a_suite_refuses(options, m
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"threads": 0}, "threads must be an integer of at least 1, got 0"),
+        ({"threads": 0}, "threads must be an integer of at least 1 and at most 2,147,483,647, got 0"),
+        ({"threads": 2**31}, "threads must be an integer of at least 1 and at most 2,147,483,647, got 2147483648"),
         ({"device": "tpu"}, "device must be one of 'cpu', 'cuda', got 'tpu'"),
     ],
 )

@@ -47,6 +47,7 @@ def test_profile_of_unknown_model_fails_with_the_known_names(capsys):
     [
         (["--batch", str(10**20)], "srbench profile: model 'mlp': cannot make its example inputs at batch 100,"),
         (["--warmup", "-1"], "srbench profile: argument --warmup: expected a non-negative integer, got '-1'"),
+        (["--threads", str(10**20)], f"srbench profile: --threads {10**20}: expected at most 2,147,483,647"),
     ],
 )
 def test_profile_bad_input_is_one_line(capsys, argv, message):

@@ -245,6 +245,12 @@ MALFORMED = [
         id="wrong-item-type",
     ),
     pytest.param(
+        "axes: {models: {names: [mlp]}, runtimes: [eager], threads: [100000000000000000000]}",
+        "axes.threads[0]",
+        ["100000000000000000000 is greater than the maximum of 2147483647"],
+        id="more-threads-than-torch-takes",
+    ),
+    pytest.param(
         "axes: {models: {names: [mlp]}, runtimes: [eager], threads: [2.0]}",
         "axes.threads[0]",
         ["expected integer, got float 2.0"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from srbench.cli._args import ExitStatus, non_negative_int, positive_int, print_error
-from srbench.options import StaticOptions, add_option_flags, options_from_flags
+from srbench.options import MAX_THREADS, StaticOptions, add_option_flags, options_from_flags
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,6 +44,9 @@ def run(args: argparse.Namespace) -> ExitStatus:
     from srbench.static import StaticModule, UnsupportedOpError
     from srbench.zoo import ExampleInputsError, ProviderUnavailable, load_zoo
 
+    if args.threads > MAX_THREADS:  # torch's own refusal was an "Overflow" traceback
+        print_error("profile", f"--threads {args.threads}: expected at most {MAX_THREADS:,} (torch takes a C int)")
+        return ExitStatus.UNUSABLE
     torch.set_num_threads(args.threads)
     try:
         case = load_zoo().get(args.model)
