@@ -262,7 +262,7 @@ def test_a_numpy_integer_alignment_plans_as_its_value(name):
     ("returns", "message"),
     [
         (lambda records: 1 // 0, r"^ZeroDivisionError in the planner: integer division or modulo by zero$"),
-        (lambda records: None, r"^the planner returned NoneType, not a MemoryPlan$"),
+        (lambda records: None, r"^expected a MemoryPlan, got NoneType None$"),
     ],
 )
 def test_a_planner_plugin_that_fails_is_a_plan_error(monkeypatch, returns, message):

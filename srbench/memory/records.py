@@ -162,6 +162,8 @@ def validate_plan(records: Sequence[TensorUsageRecord], plan: MemoryPlan, alignm
     which keeps validation O(n log n) on plans of 10,000 tensors.
     """
     alignment = check_alignment(alignment)  # 0 divided by zero; 1.5 and -3 passed every offset
+    if not isinstance(plan, MemoryPlan):  # a planner plugin's None was an AttributeError here
+        raise PlanError(f"expected a MemoryPlan, got {type(plan).__name__} {plan!r:.60}")
     total = plan.total_bytes
     if not _is_int(total) or total < 0 or total > MAX_SLAB_BYTES:
         raise PlanError(f"plan {plan.planner!r}: total {total!r} is not a byte count in [0, {MAX_SLAB_BYTES}]")

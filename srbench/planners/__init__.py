@@ -70,10 +70,10 @@ def plan_memory(
     """Plan ``records`` with the named planner; the plan is validated before it is returned.
 
     A planner that fails (raises, or returns something else than a :class:`MemoryPlan`) is a
-    :class:`PlanError` saying how, chained to its error, so that a caller planning with several
-    reports it and goes on: a plugin's ``ZeroDivisionError``, or a ``None`` for a plan, ended
-    ``srbench plan`` and ``compare`` in a traceback. Options the planner does not take are the
-    caller's error and stay a TypeError."""
+    :class:`PlanError` saying how (the latter from :func:`validate_plan`), chained to its error
+    where it raised, so that a caller planning with several reports it and goes on: a plugin's
+    ``ZeroDivisionError``, or a ``None`` for a plan, ended ``srbench plan`` and ``compare`` in a
+    traceback. Options the planner does not take are the caller's error and stay a TypeError."""
     alignment = check_alignment(alignment)
     records = list(records)
     check_records(records, alignment=alignment)
@@ -92,8 +92,6 @@ def plan_memory(
     except Exception as error:
         raise PlanError(f"{type(error).__name__} in the planner: {error}") from error
     seconds = time.perf_counter() - start
-    if not isinstance(plan, MemoryPlan):
-        raise PlanError(f"the planner returned {type(plan).__name__}, not a MemoryPlan")
     validate_plan(records, plan, alignment)
     bound = lower_bound(records)
     # No plan is below the bound: a plan at it is optimal. At an alignment the sizes are not
