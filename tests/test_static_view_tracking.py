@@ -30,6 +30,9 @@ from srbench.static.view_tracking import (
 )
 
 SWITCH_ON = "_tls_set_excluded(_ad_inplace_or_view, True)"
+# What a timing can decide for a call whose results are the same either way (NEEDED, for one
+# whose results differ, is tested with such a call: test_a_call_whose_results_differ_below_the_key_keeps_it).
+TIMED = [ViewTracking.KEPT, ViewTracking.SKIPPED, ViewTracking.EITHER]
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -143,7 +146,7 @@ def below_key(module: StaticModule) -> set[str]:
     return {plan.node.name for plan in module.prepared.plans if plan.tracking is ViewTracking.SKIPPED}
 
 
-@pytest.mark.parametrize("tracking", list(ViewTracking), ids=[t.value for t in ViewTracking])
+@pytest.mark.parametrize("tracking", TIMED, ids=[t.value for t in TIMED])
 def test_a_run_below_view_tracking_changes_nothing_the_caller_sees(decided, tracking, streams):
     """The program with every functional node below ``ADInplaceOrView`` and the program with none
     there both give what eager gives under ``no_grad``, run after run (on two streams, the
@@ -201,7 +204,7 @@ class TwoChains(nn.Module):
 LAST_LAYERS = ("linear_2", "linear_5")
 
 
-@pytest.mark.parametrize("tracking", list(ViewTracking), ids=[t.value for t in ViewTracking])
+@pytest.mark.parametrize("tracking", TIMED, ids=[t.value for t in TIMED])
 def test_outputs_keep_eagers_version_counters(decided, tracking, streams):
     """Outputs that out variants write (a run buffer hosting intermediates), or that a kernel
     fills through an inner write, come back at eager's version, run after run, whatever the
@@ -226,7 +229,7 @@ def test_outputs_keep_eagers_version_counters(decided, tracking, streams):
         assert versions(iter(got)) == [0, 0, 1, 0]
 
 
-@pytest.mark.parametrize("tracking", list(ViewTracking), ids=[t.value for t in ViewTracking])
+@pytest.mark.parametrize("tracking", TIMED, ids=[t.value for t in TIMED])
 def test_a_managed_output_rewritten_by_the_next_run_says_so(decided, tracking, streams):
     """``manage_output_tensors``: the next run rewrites the caller's output in place, so its
     version counter moves, and a backward that saved its old value raises, as after any in-place
@@ -450,3 +453,48 @@ def test_the_decision_times_the_call_both_ways_and_only_functional_ops():
     assert measured_tracking(add, op_recording_the_key, MEASURED_BELOW, quicker) is ViewTracking.EITHER
     assert measured_tracking(add, op_recording_the_key, None, quicker) is ViewTracking.EITHER
     assert not excluded()
+
+
+class TailQuery(nn.Module):
+    """A linear of the rows after the first 20 (LUKE's entity queries: a 3-d strided view), whose
+    weight requires grad as a model's parameters do: eager's ``matmul`` folds it into one ``mm``
+    for that, and the weight's ``t()`` made below ``ADInplaceOrView`` carries no ``requires_grad``,
+    so there it ran ``bmm``, bits apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query = nn.Linear(64, 64)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.query(hidden[:, 20:])
+
+
+def always_switched(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], Any]], float]:
+    """A margin and a time bound under which the switched call always wins the timing, and a
+    clock that times every call alike."""
+    monkeypatch.setattr(view_tracking, "MARGIN", -1e9)
+    monkeypatch.setattr(view_tracking, "MEASURED_BELOW", float("inf"))
+    return lambda run: (run(), 1.0)[1]
+
+
+@pytest.mark.parametrize("weight_requires_grad", [True, False], ids=["parameter", "frozen"])
+def test_a_call_whose_results_differ_below_the_key_keeps_it(monkeypatch, weight_requires_grad):
+    """Timed quicker below the key, ``linear`` of a strided 3-d input stays through it where its
+    weight requires grad (its results differ bit for bit), and goes below it where not; the
+    program's results are eager's bit for bit either way, at two shapes."""
+    clock = always_switched(monkeypatch)
+    torch.manual_seed(0)
+    model = TailQuery().eval().requires_grad_(weight_requires_grad)
+    hidden = randn(2, 22, 64)
+    weight, bias = model.query.weight, model.query.bias
+    decision = measured_tracking(
+        torch.ops.aten.linear.default, lambda: torch._C._nn.linear(hidden[:, 20:], weight, bias), 1e-6, clock
+    )
+    assert decision is (ViewTracking.NEEDED if weight_requires_grad else ViewTracking.SKIPPED)
+    runtime = StaticModule(model, (hidden,)).runtime()
+    for shape in ((2, 22, 64), (3, 23, 64)):
+        x = randn(*shape, seed=1)
+        with torch.no_grad():
+            expected = model(x)
+        torch.testing.assert_close(runtime(x), expected, rtol=0, atol=0)
+    assert below_key(runtime.module) == (set() if weight_requires_grad else {"linear"})

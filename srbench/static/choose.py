@@ -270,8 +270,11 @@ class Chooser:
         ``manage_output_tensors`` rewrites the tensor the caller got from the previous run: it
         keeps the key, so that tensor's version counter moves and autograd's saved-tensor check
         refuses a backward over its old value (below the key a timing chose, it gave a wrong
-        gradient without a word). Elsewhere the timing's ``measured`` decides."""
+        gradient without a word). A call whose results differ below the key keeps it
+        (:attr:`ViewTracking.NEEDED`). Elsewhere the timing's ``measured`` decides."""
         if how is RunAs.OUT and any(s in self.arena for s in storages):
+            return ViewTracking.KEPT
+        if measured is ViewTracking.NEEDED:
             return ViewTracking.KEPT
         if functional(node.target) and any(s in self.per_run or s in self.output_ids for s in storages):
             return ViewTracking.SKIPPED

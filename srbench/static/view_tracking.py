@@ -11,16 +11,27 @@ as many in-place writes of its own temporaries, and ``embedding_bag`` took about
 
 Running such a node below ``ADInplaceOrView`` too changes nothing a caller can see, where its op
 is *functional by schema*: no argument annotated as written, no result annotated as aliasing one
-(:func:`functional`). ``ADInplaceOrView`` has kernels only for views and in-place ops; a functional
-op falls through it, so what is skipped is the tracking of the kernel's inner ops, which eager
-skips as well. The node's results are then either fresh tensors, which eager's also are (version
-0, no ``_base``), or the out variant's buffers (the slab's tensors, a run buffer or the output
-arena), whose version counters nobody outside the run reads before the caller gets them: eager's
-result is a fresh tensor at version 0, where the out variant's write bumped the buffer's counter.
-Views, in-place and mutating ops, control-flow and opaque callables, and the write-back of
-mutated inputs run with ``ADInplaceOrView`` as before (a ``getitem`` of a multi-result op's tuple
-dispatches nothing and runs either way). The caller's dispatch state is read once per call and
-given back after the last skipped node, and in the run's ``finally``.
+(:func:`functional`), and eager reaches its kernel through an autograd kernel. An op that has none
+(``CompositeImplicitAutograd``: ``linear``, ``matmul``) runs its inner ops through theirs in eager,
+each inner view made with autograd's metadata, and what an inner op decides can hang on that:
+``matmul`` folds a 3-d input into one ``mm`` where the other operand requires grad, and a weight's
+``t()`` made below the key carries no ``requires_grad``, so ``linear`` on a strided 3-d input ran
+``bmm`` instead, 4e-7 off eager's and 6e-4 after LUKE's layers (its entities' states, in the
+preparations whose timing chose the switch). Rather than read kernels' code for such branches, the
+node's call is run both ways on the example inputs at prepare time, and a call whose results
+differ bit for bit keeps the key (:func:`changes_results`): the branches hang on shapes, strides
+and flags, which the program's input guard and its constant weights fix.
+
+``ADInplaceOrView`` has kernels only for views and in-place ops; a functional op falls through it,
+so what is skipped is the tracking of the kernel's inner ops, which eager skips as well. The node's
+results are then either fresh tensors, which eager's also are (version 0, no ``_base``), or the out
+variant's buffers (the slab's tensors, a run buffer or the output arena), whose version counters
+nobody outside the run reads before the caller gets them: eager's result is a fresh tensor at
+version 0, where the out variant's write bumped the buffer's counter. Views, in-place and mutating
+ops, control-flow and opaque callables, and the write-back of mutated inputs run with
+``ADInplaceOrView`` as before (a ``getitem`` of a multi-result op's tuple dispatches nothing and
+runs either way). The caller's dispatch state is read once per call and given back after the last
+skipped node, and in the run's ``finally``.
 
 Switching the key costs two calls (about 0.15 µs, :data:`_EXCLUDE`), so a node runs below it only
 where that measurably pays: its call is timed at prepare time, on the example inputs, both ways
@@ -42,6 +53,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
 # Timed only below this many seconds a call: the gain is a few tenths of a microsecond per inner
 # view, under the margin beside a longer kernel.
@@ -64,6 +76,9 @@ class ViewTracking(enum.Enum):
     KEPT = "kept"
     SKIPPED = "skipped"
     EITHER = "either"  # functional, no gain measured: runs as the nodes before it left the key, no switch
+    # measured only, never a plan's: its results differ below the key, so it keeps it whatever else
+    # would send it below (an output's version counter: srbench.static.choose.Chooser._write_tracking)
+    NEEDED = "needed"
 
 
 def functional(op: Any) -> bool:
@@ -99,6 +114,55 @@ def timed_both_ways(run: Callable[[], Any]) -> tuple[Callable[[], Any], Callable
     return kept, skipped
 
 
+# Stands for a tensor without plain bytes to compare (sparse, oneDNN, quantized).
+_OPAQUE = object()
+
+
+def decomposes_in_eager(op: Any) -> bool:
+    """Whether eager runs ``op`` as its inner ops (``CompositeImplicitAutograd``), each through
+    its own autograd kernel, rather than through an autograd kernel of its own."""
+    return isinstance(op, torch._ops.OpOverload) and op.has_kernel_for_dispatch_key(
+        torch._C.DispatchKey.CompositeImplicitAutograd
+    )
+
+
+def _bits(value: Any) -> list[Any]:
+    """``value``'s tensors as their bytes, shapes and strides (:data:`_OPAQUE` for one that has
+    no plain bytes to compare), its other leaves as they are."""
+    leaves = []
+    for leaf in pytree.tree_leaves(value):
+        if not isinstance(leaf, torch.Tensor):
+            leaves.append(leaf)
+        elif leaf.layout != torch.strided or leaf.is_mkldnn or leaf.is_quantized:
+            leaves.append(_OPAQUE)
+        else:
+            data = leaf.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)
+            leaves.append((leaf.dtype, leaf.shape, leaf.stride(), data.view(torch.uint8).clone()))
+    return leaves
+
+
+def changes_results(kept: Callable[[], Any], skipped: Callable[[], Any]) -> bool:
+    """Whether a call gives other results below ``ADInplaceOrView`` (``skipped``) than through it
+    (``kept``), bit for bit, strides included; also where they cannot be compared, or the call
+    raises either way (each is run once: an out variant's second run writes the buffers the first
+    wrote, whose bytes are copied before)."""
+    try:
+        first = _bits(kept())
+        second = _bits(skipped())
+    except Exception:  # the caller times the call; one that fails here is not switched
+        return True
+    if len(first) != len(second) or any(a is _OPAQUE or b is _OPAQUE for a, b in zip(first, second)):
+        return True
+    for a, b in zip(first, second):
+        if isinstance(a, tuple) != isinstance(b, tuple):
+            return True
+        if isinstance(a, tuple) and (a[:3] != b[:3] or not torch.equal(a[3], b[3])):
+            return True
+        if not isinstance(a, tuple) and a != b:
+            return True
+    return False
+
+
 def measured_tracking(
     op: Any, run: Callable[[], Any], seconds: float | None, best_time: Callable[[Callable[[], Any]], float]
 ) -> ViewTracking:
@@ -106,12 +170,17 @@ def measured_tracking(
     ``op`` is :func:`functional`, the call took under :data:`MEASURED_BELOW` (``seconds``, as
     timed when it was chosen) and it measures at least :data:`MARGIN` quicker so, below the
     autograd keys as a run is (``best_time``: the best time of a few calls of its argument);
-    :attr:`ViewTracking.EITHER` for any other functional op, :attr:`ViewTracking.KEPT` for the rest."""
+    :attr:`ViewTracking.EITHER` for any other functional op; :attr:`ViewTracking.NEEDED` for a
+    call whose results differ below the key (:func:`changes_results`: an ``EITHER`` node after a
+    skipped one would run below it too); :attr:`ViewTracking.KEPT` for the rest."""
     if not functional(op):
         return ViewTracking.KEPT
+    runs = timed_both_ways(run)
+    with torch._C._AutoDispatchBelowAutograd():
+        if changes_results(*runs):
+            return ViewTracking.NEEDED
     if seconds is None or seconds >= MEASURED_BELOW:
         return ViewTracking.EITHER
-    runs = timed_both_ways(run)
     best = [float("inf"), float("inf")]
     with torch._C._AutoDispatchBelowAutograd():
         for round_ in range(ROUNDS):
