@@ -174,7 +174,9 @@ def test_memory_format_conversions_and_alias_run_through_bindings(conformance, o
     calls = calls_of(module)
     assert calls["alias"] == "Tensor.__getitem__", calls
     layouts = [p.call.label for p in module.prepared.plans if p.node.target is torch.ops.aten.to.dtype_layout]
-    assert layouts == ["Tensor.to"] * 2, calls
+    # the example's program (a contiguous input: the second ``to`` copies); once in a CI run its
+    # second ``to`` was the transposed call's one-call view, not reproduced since: say which program
+    assert layouts == ["Tensor.to"] * 2, (calls, module.prepared.signature)
     assert not raw_overloads(module)
 
 
