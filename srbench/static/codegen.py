@@ -38,7 +38,7 @@ from srbench.static.page_release import release_pages
 from srbench.static.serving import serving_library
 from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
 from srbench.static.slab_schedule import Release, SlabLayout
-from srbench.static.view_tracking import AD_INPLACE_OR_VIEW, ViewTracking, decomposes_in_eager
+from srbench.static.view_tracking import AD_INPLACE_OR_VIEW, ViewTracking
 
 if TYPE_CHECKING:
     from srbench.static.mid_op_release import ReleaseWithin
@@ -855,9 +855,7 @@ class CodeWriter:
         nodes below ``ADInplaceOrView`` read: its ``_base`` and version counter are then read by
         nobody, so it runs either way, and a run of skipped nodes needs no switch around it
         (Wide & Deep's ``as_strided`` of the input before each ``embedding_bag``: one switch
-        instead of four). Not where a reader is an op that eager runs as its inner ops
-        (:func:`~srbench.static.view_tracking.decomposes_in_eager`): a view made below the key
-        carries no ``requires_grad``, on which such an op's inner ``matmul`` chooses its kernels."""
+        instead of four)."""
         node, target = plan.node, plan.node.target
         if plan.how is not RunAs.NATIVE or plan.inplace_of is not None or not isinstance(target, torch._ops.OpOverload):
             return False
@@ -866,10 +864,7 @@ class CodeWriter:
             return False
         readers = [self.plans.get(user.name) for user in node.users]
         return bool(readers) and all(
-            reader is not None
-            and reader.tracking is ViewTracking.SKIPPED
-            and not decomposes_in_eager(reader.node.target)
-            for reader in readers
+            reader is not None and reader.tracking is ViewTracking.SKIPPED for reader in readers
         )
 
     def tracking_switch(self, tracking: ViewTracking) -> str:

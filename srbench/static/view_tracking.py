@@ -118,14 +118,6 @@ def timed_both_ways(run: Callable[[], Any]) -> tuple[Callable[[], Any], Callable
 _OPAQUE = object()
 
 
-def decomposes_in_eager(op: Any) -> bool:
-    """Whether eager runs ``op`` as its inner ops (``CompositeImplicitAutograd``), each through
-    its own autograd kernel, rather than through an autograd kernel of its own."""
-    return isinstance(op, torch._ops.OpOverload) and op.has_kernel_for_dispatch_key(
-        torch._C.DispatchKey.CompositeImplicitAutograd
-    )
-
-
 def _bits(value: Any) -> list[Any]:
     """``value``'s tensors as their bytes, shapes and strides (:data:`_OPAQUE` for one that has
     no plain bytes to compare), its other leaves as they are."""
