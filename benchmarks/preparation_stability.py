@@ -7,7 +7,7 @@ did not (its entity queries' ``linear`` below the key took ``bmm`` for eager's `
 the preparations whose timing chose that), and no single preparation can show such a fault, since
 which program comes out is the machine's load's choice. This prepares each model several times in
 one process, runs each on the model's two shapes, and compares every preparation's outputs with the
-first's bit for bit, and each with eager's.
+first's with no tolerance (srbench's equivalence check), and each with eager's.
 
     python -m benchmarks.preparation_stability --models hf_luke_entities,transformer_encoder
 
@@ -27,7 +27,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from srbench.inputs import Inputs
-from srbench.measure.equivalence import eager_answer
+from srbench.measure.equivalence import EquivalenceError, compare, difference, eager_answer, leaves
 from srbench.static import StaticModule, StaticOptions
 
 
@@ -43,7 +43,7 @@ class Subject:
 @dataclass(frozen=True)
 class Stability:
     """One model's preparations: each one's largest difference from eager at the two shapes, and
-    whether all gave the first's outputs bit for bit."""
+    whether all gave the first's outputs exactly."""
 
     name: str
     differences: tuple[tuple[float, float], ...]
@@ -73,30 +73,21 @@ def subject(name: str) -> Subject:
     )
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    return [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
-
-
 def _largest_difference(got: Any, expected: Any) -> float:
-    pairs = zip(_tensors(got), _tensors(expected))
+    """The largest absolute difference over the outputs (:func:`srbench.measure.equivalence.difference`)."""
+    pairs = zip(leaves(got), leaves(expected))
     return max(
-        (
-            (a.double() - b.double()).abs().nan_to_num().max().item()
-            for a, b in pairs
-            if a.is_floating_point() and a.numel()
-        ),
-        default=0.0,
+        (difference(path, a, e).max_abs for (path, a), (_, e) in pairs if isinstance(a, torch.Tensor)), default=0.0
     )
 
 
-def _same_bits(a: Any, b: Any) -> bool:
-    first, second = _tensors(a), _tensors(b)
-    return len(first) == len(second) and all(
-        x.dtype == y.dtype
-        and x.shape == y.shape
-        and torch.equal(x.view(-1).view(torch.uint8), y.view(-1).view(torch.uint8))
-        for x, y in ((p.detach().contiguous(), q.detach().contiguous()) for p, q in zip(first, second))
-    )
+def _same_bits(got: Any, first: Any) -> bool:
+    """Whether two preparations' outputs are equal, the equivalence check at no tolerance."""
+    try:
+        compare(got, first, rtol=0.0, atol=0.0, run="a later preparation against the first")
+    except EquivalenceError:
+        return False
+    return True
 
 
 def stability(model: Subject, preparations: int) -> Stability:

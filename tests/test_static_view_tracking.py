@@ -33,6 +33,8 @@ SWITCH_ON = "_tls_set_excluded(_ad_inplace_or_view, True)"
 # What a timing can decide for a call whose results are the same either way (NEEDED, for one
 # whose results differ, is tested with such a call: test_a_call_whose_results_differ_below_the_key_keeps_it).
 TIMED = [ViewTracking.KEPT, ViewTracking.SKIPPED, ViewTracking.EITHER]
+# The resolver's check of a call's results, which it gives the decision.
+SAME = resolve._same_copy
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -114,7 +116,7 @@ def decided(monkeypatch: pytest.MonkeyPatch) -> Callable[[ViewTracking], None]:
         monkeypatch.setattr(
             resolve,
             "measured_tracking",
-            lambda op, run, seconds, best_time: tracking if functional(op) else ViewTracking.KEPT,
+            lambda op, run, seconds, best_time, same: tracking if functional(op) else ViewTracking.KEPT,
         )
 
     return force
@@ -356,7 +358,9 @@ def test_a_node_runs_below_view_tracking_where_its_timing_is_quicker(monkeypatch
     monkeypatch.setattr(view_tracking, "MEASURED_BELOW", float("inf"))  # a loaded machine's op time
     clock = timed_by_key(kept=2.0, skipped=1.0)
     monkeypatch.setattr(
-        resolve, "measured_tracking", lambda op, run, seconds, best_time: measured_tracking(op, run, seconds, clock)
+        resolve,
+        "measured_tracking",
+        lambda op, run, seconds, best_time, same: measured_tracking(op, run, seconds, clock, same),
     )
     model = ManyViews().eval()
     x = randn(32, 4)
@@ -446,12 +450,12 @@ def op_recording_the_key() -> None:
 def test_the_decision_times_the_call_both_ways_and_only_functional_ops():
     quicker, within_margin = timed_by_key(kept=1.0, skipped=0.97), timed_by_key(kept=1.0, skipped=0.99)
     add = torch.ops.aten.add.Tensor
-    assert measured_tracking(add, op_recording_the_key, 1e-6, quicker) is ViewTracking.SKIPPED
-    assert measured_tracking(add, op_recording_the_key, 1e-6, within_margin) is ViewTracking.EITHER
-    assert measured_tracking(torch.ops.aten.add_.Tensor, op_recording_the_key, 1e-6, quicker) is ViewTracking.KEPT
-    assert measured_tracking(torch.ops.aten.t.default, op_recording_the_key, 1e-6, quicker) is ViewTracking.KEPT
-    assert measured_tracking(add, op_recording_the_key, MEASURED_BELOW, quicker) is ViewTracking.EITHER
-    assert measured_tracking(add, op_recording_the_key, None, quicker) is ViewTracking.EITHER
+    assert measured_tracking(add, op_recording_the_key, 1e-6, quicker, SAME) is ViewTracking.SKIPPED
+    assert measured_tracking(add, op_recording_the_key, 1e-6, within_margin, SAME) is ViewTracking.EITHER
+    assert measured_tracking(torch.ops.aten.add_.Tensor, op_recording_the_key, 1e-6, quicker, SAME) is ViewTracking.KEPT
+    assert measured_tracking(torch.ops.aten.t.default, op_recording_the_key, 1e-6, quicker, SAME) is ViewTracking.KEPT
+    assert measured_tracking(add, op_recording_the_key, MEASURED_BELOW, quicker, SAME) is ViewTracking.EITHER
+    assert measured_tracking(add, op_recording_the_key, None, quicker, SAME) is ViewTracking.EITHER
     assert not excluded()
 
 
@@ -488,7 +492,7 @@ def test_a_call_whose_results_differ_below_the_key_keeps_it(monkeypatch, weight_
     hidden = randn(2, 22, 64)
     weight, bias = model.query.weight, model.query.bias
     decision = measured_tracking(
-        torch.ops.aten.linear.default, lambda: torch._C._nn.linear(hidden[:, 20:], weight, bias), 1e-6, clock
+        torch.ops.aten.linear.default, lambda: torch._C._nn.linear(hidden[:, 20:], weight, bias), 1e-6, clock, SAME
     )
     assert decision is (ViewTracking.NEEDED if weight_requires_grad else ViewTracking.SKIPPED)
     runtime = StaticModule(model, (hidden,)).runtime()

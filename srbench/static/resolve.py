@@ -818,9 +818,11 @@ class Resolver:
         out_tracking = fallback_tracking = ViewTracking.KEPT
         if out_call is not None:
             buffers = next(found for call, found in outs if call is out_call)
-            out_tracking = measured_tracking(op, partial(invoke, out_call, self.env, buffers), out_seconds, best_time)
+            out_run = partial(invoke, out_call, self.env, buffers)
+            out_tracking = measured_tracking(op, out_run, out_seconds, best_time, _same_copy)
         if fallback is not None:
-            fallback_tracking = measured_tracking(op, partial(invoke, fallback, self.env), fallback_seconds, best_time)
+            fallback_run = partial(invoke, fallback, self.env)
+            fallback_tracking = measured_tracking(op, fallback_run, fallback_seconds, best_time, _same_copy)
         serving = None
         if (
             self.serve

@@ -114,62 +114,38 @@ def timed_both_ways(run: Callable[[], Any]) -> tuple[Callable[[], Any], Callable
     return kept, skipped
 
 
-# Stands for a tensor without plain bytes to compare (sparse, oneDNN, quantized).
-_OPAQUE = object()
-
-
-def _bits(value: Any) -> list[Any]:
-    """``value``'s tensors as their bytes, shapes and strides (:data:`_OPAQUE` for one that has
-    no plain bytes to compare), its other leaves as they are."""
-    leaves = []
-    for leaf in pytree.tree_leaves(value):
-        if not isinstance(leaf, torch.Tensor):
-            leaves.append(leaf)
-        elif leaf.layout != torch.strided or leaf.is_mkldnn or leaf.is_quantized:
-            leaves.append(_OPAQUE)
-        else:
-            data = leaf.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)
-            leaves.append((leaf.dtype, leaf.shape, leaf.stride(), data.view(torch.uint8).clone()))
-    return leaves
-
-
-def changes_results(kept: Callable[[], Any], skipped: Callable[[], Any]) -> bool:
+def changes_results(kept: Callable[[], Any], skipped: Callable[[], Any], same: Callable[[Any, Any], bool]) -> bool:
     """Whether a call gives other results below ``ADInplaceOrView`` (``skipped``) than through it
-    (``kept``), bit for bit, strides included; also where they cannot be compared, or the call
-    raises either way (each is run once: an out variant's second run writes the buffers the first
-    wrote, whose bytes are copied before)."""
+    (``kept``): ``same`` (the resolver's check of a candidate's results, values bit for bit and
+    strides) says no, or the call raises either way. Each is run once; the first's results are
+    copied first, as an out variant's second run writes the same buffers."""
     try:
-        first = _bits(kept())
-        second = _bits(skipped())
+        first = pytree.tree_map_only(torch.Tensor, torch.clone, kept())
+        second = skipped()
     except Exception:  # the caller times the call; one that fails here is not switched
         return True
-    if len(first) != len(second) or any(a is _OPAQUE or b is _OPAQUE for a, b in zip(first, second)):
-        return True
-    for a, b in zip(first, second):
-        if isinstance(a, tuple) != isinstance(b, tuple):
-            return True
-        if isinstance(a, tuple) and (a[:3] != b[:3] or not torch.equal(a[3], b[3])):
-            return True
-        if not isinstance(a, tuple) and a != b:
-            return True
-    return False
+    return not same(first, second)
 
 
 def measured_tracking(
-    op: Any, run: Callable[[], Any], seconds: float | None, best_time: Callable[[Callable[[], Any]], float]
+    op: Any,
+    run: Callable[[], Any],
+    seconds: float | None,
+    best_time: Callable[[Callable[[], Any]], float],
+    same: Callable[[Any, Any], bool],
 ) -> ViewTracking:
     """How a node of ``op`` whose call is ``run`` should run: :attr:`ViewTracking.SKIPPED` where
     ``op`` is :func:`functional`, the call took under :data:`MEASURED_BELOW` (``seconds``, as
     timed when it was chosen) and it measures at least :data:`MARGIN` quicker so, below the
     autograd keys as a run is (``best_time``: the best time of a few calls of its argument);
     :attr:`ViewTracking.EITHER` for any other functional op; :attr:`ViewTracking.NEEDED` for a
-    call whose results differ below the key (:func:`changes_results`: an ``EITHER`` node after a
-    skipped one would run below it too); :attr:`ViewTracking.KEPT` for the rest."""
+    call whose results differ below the key by ``same`` (:func:`changes_results`: an ``EITHER``
+    node after a skipped one would run below it too); :attr:`ViewTracking.KEPT` for the rest."""
     if not functional(op):
         return ViewTracking.KEPT
     runs = timed_both_ways(run)
     with torch._C._AutoDispatchBelowAutograd():
-        if changes_results(*runs):
+        if changes_results(*runs, same):
             return ViewTracking.NEEDED
     if seconds is None or seconds >= MEASURED_BELOW:
         return ViewTracking.EITHER
