@@ -30,6 +30,7 @@ from torch.utils import _pytree as pytree
 from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
 from srbench.graph.buffer_writes import sub_module_buffers_written
+from srbench.graph.capture_logs import held_while_capturing
 from srbench.graph.eager_paths import eager_inference_paths
 from srbench.graph.function_caches import function_caches_kept
 from srbench.graph.generators import explicit_generator, generator_argument, lifted_generator
@@ -392,9 +393,11 @@ def capture(
     # switch export drops (see srbench.graph.grad_switches); transform_levels_kept: a failure
     # inside a torch.func transform does not leave the process inside it (srbench.graph.transform_levels);
     # function_caches_kept: a library's lru_cache filled under export's fake tensors is cleared
-    # (srbench.graph.function_caches)
+    # (srbench.graph.function_caches); held_while_capturing: what torch writes about a failure the
+    # CaptureError says anyway (srbench.graph.capture_logs)
     with (
         _EXPORT_LOCK,
+        held_while_capturing(),
         transform_levels_kept(),
         function_caches_kept(model),
         torch.no_grad(),
