@@ -36,7 +36,7 @@ from srbench.static.errors import inference_only_error
 from srbench.static.hosting import RunBuffer
 from srbench.static.page_release import release_pages
 from srbench.static.serving import serving_library
-from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
+from srbench.static.signature import InputSignature, TensorLeaf, sharing_of, zero_signs
 from srbench.static.slab_schedule import Release, SlabLayout
 from srbench.static.view_tracking import AD_INPLACE_OR_VIEW, ViewTracking
 
@@ -655,6 +655,7 @@ class CodeWriter:
         self.shared.setdefault("_inference_only", inference_only_error)
         self.shared.setdefault("_input_names", self.signature.paths)
         self.shared.setdefault("_sharing_of", sharing_of)
+        self.shared.setdefault("_zero_signs", zero_signs)
         self.shared.setdefault("_g_sharing", self.signature.sharing)
         self.shared.setdefault("_record_function", record_function)
 
@@ -785,6 +786,8 @@ class CodeWriter:
                     checks.append(f"in_{i} == in_{i}")
                 else:
                     checks.append(f"in_{i} != {self.render(value.value)}")
+                    if signs := zero_signs(value.value):  # a zero: equal to the other zero, not the same
+                        checks.append(f"_zero_signs(in_{i}) != {signs!r}")
         if self.disjoint_inputs or self.signature.shares_memory:
             checks.append(f"_sharing_of(*{self.leaves}) != _g_sharing")
         miss = f"return {Hook.MISS}(args, kwargs)"

@@ -73,14 +73,15 @@ class ScalarLeaf:
     @property
     def key(self) -> tuple:
         """Equal for equal values, and for two NaNs: a NaN is unequal to itself, and every call
-        passing ``float("nan")`` was prepared anew (a program more per call, never freed)."""
+        passing ``float("nan")`` was prepared anew (a program more per call, never freed). Zeros
+        of two signs differ (:func:`zero_signs`)."""
         if self.is_nan:
             return (float, "nan")
         try:
             hash(self.value)
         except TypeError:
             return (type(self.value), id(self.value))
-        return (type(self.value), self.value)
+        return (type(self.value), self.value, zero_signs(self.value))
 
     def kind(self) -> str:
         return "None" if self.value is None else _article(type(self.value).__name__)
@@ -90,6 +91,21 @@ class ScalarLeaf:
 
 
 Leaf = TensorLeaf | ScalarLeaf
+
+
+def zero_signs(value: Any) -> tuple[tuple[int, float], ...]:
+    """The sign of each zero part of a float or complex scalar (its index among the parts, and
+    ``copysign(1, part)``), which ``==`` and ``hash`` do not see: ``0.0 == -0.0``, yet ``1 / x``,
+    ``copysign`` and ``atan2`` tell them apart, and export bakes the value into the program, so
+    a program prepared for ``0.0`` answered a call passing ``-0.0`` as if it were ``0.0``.
+    Empty for any other value (a nonzero float's sign is in its value)."""
+    if isinstance(value, complex):
+        parts: tuple[float, ...] = (value.real, value.imag)
+    elif isinstance(value, float):
+        parts = (value,)
+    else:
+        return ()
+    return tuple((index, math.copysign(1.0, part)) for index, part in enumerate(parts) if part == 0)
 
 
 def _article(noun: str) -> str:
