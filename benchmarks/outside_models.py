@@ -1945,7 +1945,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to eighteenth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to nineteenth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -1959,6 +1959,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round16 import sixteenth_round
     from benchmarks.outside_round17 import seventeenth_round
     from benchmarks.outside_round18 import eighteenth_round
+    from benchmarks.outside_round19 import nineteenth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -1978,6 +1979,7 @@ def outside_models() -> list[OutsideModel]:
             sixteenth_round,
             seventeenth_round,
             eighteenth_round,
+            nineteenth_round,
         )
         for case in models()
     ]
