@@ -1,13 +1,14 @@
 """The nineteenth round of models from outside the zoo (``benchmarks/outside_models.py`` runs them):
 accelerate's module hooks as its users attach them (a ``ModelHook`` replacing ``forward`` on the
-instance); six hand-written models of call patterns no earlier round had (``torch.func``
-derivatives inside ``forward``, parameters and buffers among the outputs, a list of sequences
-whose length changes between calls collated inside the model, ``sdpa_kernel`` contexts around
-grouped-query attention, integer and rounding edge cases); and ``transformers`` architectures
-no earlier round built, called as their users call them (GPT-2's double heads on multiple choices
-with both losses, XLM's beam-searching SQuAD head, TAPAS's table cells, MarkupLM's XPaths,
-SAM's point prompts, OWL-ViT's text-queried boxes, LED's global attention, LayoutLMv3's boxes
-and patches).
+instance); eight hand-written models of call patterns no earlier round had (``torch.func``
+derivatives inside ``forward``, a layer run on a meta tensor to find a size, parameters and
+buffers among the outputs, a list of sequences whose length changes between calls collated
+inside the model, ``sdpa_kernel`` contexts around grouped-query attention, lazily conjugated and
+negated views as arguments, a Python float of 0.0 then -0.0, integer and rounding edge cases);
+and ``transformers`` architectures no earlier round built, called as their users call them
+(GPT-2's double heads on multiple choices with both losses, XLM's beam-searching SQuAD head,
+TAPAS's table cells, MarkupLM's XPaths, SAM's point prompts, OWL-ViT's text-queried boxes, LED's
+global attention, LayoutLMv3's boxes and patches).
 
 A model whose package is not installed is reported as unavailable, with the import error. Kept
 apart from ``outside_models.py`` like the rounds before; importing it is cheap (builders import
@@ -265,7 +266,30 @@ def _arithmetic_models() -> list[OutsideModel]:
             angle = torch.atan2(torch.full_like(x, side), -x.abs() - 1)
             return angle, torch.copysign(x, torch.full_like(x, side)), x.sign() / side
 
+    class Spectral(torch.nn.Module):
+        """A spectral filter called with a spectrum or its conjugate (``z.conj()``: a lazily
+        conjugated view, as a correlation passes it) and a real gain that may be the imaginary
+        part of such a view (lazily negated): the real part of the spectrum scaled, the filtered
+        spectrum back to time, and a complex linear map."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.mix = torch.nn.Parameter(torch.randn(8, 8, dtype=torch.complex64, generator=_seeded(3)) / 4)
+
+        def forward(self, z: torch.Tensor, gain: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            scaled = z.real * gain + z.imag
+            return scaled, torch.fft.ifft(z * gain, dim=-1).abs(), torch.view_as_real(z @ self.mix)
+
+    def spectra(shape: int) -> Any:
+        """The first call's arguments plain, the second's lazy views of the same shapes."""
+        z = torch.randn(2, 8, dtype=torch.complex64, generator=_seeded(shape))
+        other = torch.randn(2, 8, dtype=torch.complex64, generator=_seeded(shape + 5))
+        return _call(z, other.real) if shape == 0 else _call(z.conj(), other.conj().imag)
+
     return [
+        OutsideModel("conj_neg_views", "hand-written spectral filter called with plain tensors, then with a "
+                     "conjugated view (z.conj()) and a negated one (the imag of a conjugated view) of the same "
+                     "shapes", Spectral, spectra, **_TOLERANCE),
         OutsideModel("signed_zero_scalars", "hand-written: a Python float argument 0.0 then -0.0 (equal by ==) into "
                      "atan2, copysign and a division, at one shape", Signed,
                      lambda shape: _call(_randn(0, 2, 8), (0.0, -0.0)[shape]), rtol=0.0, atol=0.0),

@@ -142,7 +142,10 @@ def _path(keys: tuple[Any, ...]) -> str:
 
 
 def _copy_sharing(tensor: torch.Tensor, storages: dict[int, torch.UntypedStorage]) -> torch.Tensor:
-    """A copy of ``tensor`` into a copy of its storage, made once per storage (``storages``)."""
+    """A copy of ``tensor`` into a copy of its storage, made once per storage (``storages``).
+    A lazily conjugated or negated view (``z.conj()``, its ``imag``) is copied as such: its
+    storage holds the values before the lazy operation, so a plain tensor over the copied
+    storage held the conjugate (or the negation) of what was passed, and every run took it."""
     if tensor.layout != torch.strided or tensor.is_quantized or not tensor.untyped_storage().nbytes():
         return tensor.detach().clone()
     storage = tensor.untyped_storage()
@@ -150,4 +153,10 @@ def _copy_sharing(tensor: torch.Tensor, storages: dict[int, torch.UntypedStorage
         storages[storage.data_ptr()] = storage.clone()
     copied = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
     copied.set_(storages[storage.data_ptr()], tensor.storage_offset(), tensor.shape, tensor.stride())
-    return copied.requires_grad_(tensor.requires_grad) if tensor.is_leaf else copied
+    if tensor.is_leaf:
+        copied.requires_grad_(tensor.requires_grad)
+    if tensor.is_conj():
+        copied = copied.conj()
+    if tensor.is_neg():
+        copied = torch._neg_view(copied)
+    return copied

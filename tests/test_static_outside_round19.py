@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from srbench.static import StaticModule
+from srbench.inputs import Inputs
+from srbench.static import StaticModule, StaticOptions
 from srbench.static.signature import ScalarLeaf
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -53,3 +54,44 @@ def test_scalars_equal_by_value_but_of_zeros_of_two_signs_have_two_keys(one, oth
     assert ScalarLeaf(one).key != ScalarLeaf(other).key
     assert ScalarLeaf(one).key == ScalarLeaf(type(one)(one)).key
     assert ScalarLeaf(2.5).key == ScalarLeaf(2.5).key and ScalarLeaf(0).key == ScalarLeaf(0).key
+
+
+def test_a_copy_of_a_lazily_conjugated_or_negated_input_holds_its_values():
+    """The protocol runs eager and srbench on copies of a call (``Inputs.clone``), made over a
+    copy of each storage; a conjugated view's storage holds the values before conjugation, and
+    the copy, a plain tensor over it, held their conjugate (the imaginary part of one, a negated
+    view: its negation). Eager and srbench were both given the wrong values, alike, so the
+    round's ``conj_neg_views`` passed without its bits reaching the runtime."""
+    z = torch.randn(2, 3, dtype=torch.complex64)
+    plain = torch.randn(2, 3, dtype=torch.complex64)
+    copy = Inputs((z.conj(), z.conj().imag, z, plain), {}).clone()
+    conjugated, negated, same, other = copy.args
+    assert conjugated.is_conj() and negated.is_neg() and not same.is_conj() and not other.is_conj()
+    for got, want in zip(copy.args, (z.conj(), z.conj().imag, z, plain)):
+        assert torch.equal(got, want)
+    assert (
+        conjugated.untyped_storage().data_ptr() == same.untyped_storage().data_ptr() != z.untyped_storage().data_ptr()
+    )
+
+
+class Spectral(nn.Module):
+    """``z.real`` (traced on a plain tensor and decomposed: ``view_as_real(z)``, which refuses a
+    conjugated view) and a gain, as the round's ``conj_neg_views``."""
+
+    def forward(self, z: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+        return z.real * gain + z.imag
+
+
+@pytest.mark.parametrize("decompose", [False, True], ids=["export", "decomposed"])
+def test_a_conjugated_or_negated_view_gets_a_program_of_its_own(decompose):
+    """A program is found by its inputs' shapes, strides, dtypes and devices, which a lazy view
+    shares with a plain tensor: prepared on plain tensors, a call passing ``z.conj()`` ran that
+    program, and under ``decompose`` failed where eager answers ("view_as_real doesn't work on
+    unresolved conjugated tensors"). The bits are now part of the key and the guard."""
+    z, other = torch.randn(2, 8, dtype=torch.complex64), torch.randn(2, 8, dtype=torch.complex64)
+    module = StaticModule(Spectral(), (z, other.real), StaticOptions(decompose=decompose))
+    runtime = module.runtime()
+    calls = ((z, other.real), (z.conj(), other.conj().imag), (z.conj(), other.real), (z, other.real))
+    for call in calls:
+        torch.testing.assert_close(runtime(*call), Spectral()(*call), rtol=0, atol=0)
+    assert module.shapes_prepared == 3

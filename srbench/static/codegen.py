@@ -778,6 +778,10 @@ class CodeWriter:
                     f"in_{i}.shape != _g{i}_shape or in_{i}.stride() != _g{i}_stride "
                     f"or in_{i}.dtype is not _g{i}_dtype or {self._device_mismatch(i, value.device)}"
                 )
+                if value.lazy_bits:
+                    if value.dtype.is_complex:
+                        checks.append(f"in_{i}.is_conj() is not {value.conjugated}")
+                    checks.append(f"in_{i}.is_neg() is not {value.negated}")
             elif value.value is None:
                 checks.append(f"in_{i} is not None")
             else:

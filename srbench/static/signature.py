@@ -37,20 +37,31 @@ from srbench.static.placement import program_device
 
 @dataclass(frozen=True)
 class TensorLeaf:
-    """A tensor argument: the generated code checks its shape, strides, dtype and device."""
+    """A tensor argument: the generated code checks its shape, strides, dtype and device, and
+    its lazy conjugation and negation bits (:attr:`lazy_bits`)."""
 
     shape: torch.Size
     stride: tuple[int, ...]
     dtype: torch.dtype
     device: torch.device
+    conjugated: bool = False  # ``is_conj()``: a lazily conjugated complex view (``z.conj()``)
+    negated: bool = False  # ``is_neg()``: a lazily negated view (the imaginary part of one)
 
     @classmethod
     def of(cls, tensor: torch.Tensor) -> TensorLeaf:
-        return cls(tensor.shape, tensor.stride(), tensor.dtype, tensor.device)
+        return cls(tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor.is_conj(), tensor.is_neg())
+
+    @property
+    def lazy_bits(self) -> bool:
+        """Whether the dtype can carry the bits: a program traced on a tensor without them takes
+        their absence for granted (``z.real`` decomposes to ``view_as_real(z)``, which refuses a
+        conjugated view), so a call passing ``z.conj()`` gets a program of its own. Complex and
+        floating dtypes only (a real tensor is negated lazily as a conjugated one's ``imag``)."""
+        return self.dtype.is_complex or self.dtype.is_floating_point
 
     @property
     def key(self) -> tuple:
-        return (self.shape, self.stride, self.dtype, self.device)
+        return (self.shape, self.stride, self.dtype, self.device, self.conjugated, self.negated)
 
     def kind(self) -> str:
         return "a tensor"
