@@ -10,6 +10,7 @@ way the model is: ``runtime(*args, **kwargs)``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,7 +146,8 @@ def _copy_sharing(tensor: torch.Tensor, storages: dict[int, torch.UntypedStorage
     """A copy of ``tensor`` into a copy of its storage, made once per storage (``storages``).
     A lazily conjugated or negated view (``z.conj()``, its ``imag``) is copied as such: its
     storage holds the values before the lazy operation, so a plain tensor over the copied
-    storage held the conjugate (or the negation) of what was passed, and every run took it."""
+    storage held the conjugate (or the negation) of what was passed, and every run took it. A
+    tensor subclass is copied as one (:func:`_of_subclass`)."""
     if tensor.layout != torch.strided or tensor.is_quantized or not tensor.untyped_storage().nbytes():
         return tensor.detach().clone()
     storage = tensor.untyped_storage()
@@ -153,6 +155,7 @@ def _copy_sharing(tensor: torch.Tensor, storages: dict[int, torch.UntypedStorage
         storages[storage.data_ptr()] = storage.clone()
     copied = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
     copied.set_(storages[storage.data_ptr()], tensor.storage_offset(), tensor.shape, tensor.stride())
+    copied = _of_subclass(tensor, copied)
     if tensor.is_leaf:
         copied.requires_grad_(tensor.requires_grad)
     if tensor.is_conj():
@@ -160,3 +163,19 @@ def _copy_sharing(tensor: torch.Tensor, storages: dict[int, torch.UntypedStorage
     if tensor.is_neg():
         copied = torch._neg_view(copied)
     return copied
+
+
+def _of_subclass(tensor: torch.Tensor, copied: torch.Tensor) -> torch.Tensor:
+    """``copied`` (a plain tensor over the copied storage) as an instance of ``tensor``'s class,
+    with a deep copy of its attributes, where that class is a ``__torch_function__`` subclass
+    (MONAI's ``MetaTensor``, ``nn.Parameter``): the copy was a plain tensor, so eager and every
+    runtime the protocol compares were given a plain tensor where the caller passed a MetaTensor,
+    and eager's answer (a MetaTensor, its ``affine`` the input's) was never asked for. A subclass
+    with a ``__torch_dispatch__`` of its own (a wrapper: its data is not its storage) is left as
+    ``copied``; ``torch.Tensor._make_subclass`` makes no view (``_base`` stays ``None``)."""
+    kind = type(tensor)
+    if kind is torch.Tensor or kind.__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+        return copied
+    made = torch.Tensor._make_subclass(kind, copied)
+    made.__dict__.update(copy.deepcopy(tensor.__dict__))
+    return made

@@ -73,6 +73,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from srbench.graph.capture import CaptureError
 from srbench.graph.eager_layout import OutputLayouts, eager_layouts
 from srbench.graph.module_snapshot import MODULE_TABLES, Copy, ModuleSnapshot, snapshot_value
+from srbench.graph.output_types import SubclassOutput, subclass_output
 from srbench.inputs import Inputs
 
 # Values compared by equality; anything else (tensors, modules, other objects) by identity.
@@ -551,22 +552,26 @@ class EagerCall:
     tensor of the same dtype, shape and device in the module's table), which the program rebinds
     at every call as eager does rather than writing into them; ``changed``: those of them whose
     new values differ from the old (a cache recomputed alike at every call does not), which a
-    program must not lose."""
+    program must not lose. ``subclassed``: an output of a tensor subclass the program could not
+    give (:mod:`srbench.graph.output_types`), else ``None``."""
 
     layouts: OutputLayouts
     assigned: frozenset[str]
     changed: frozenset[str]
+    subclassed: SubclassOutput | None = None
 
 
 def _told(
     model: torch.nn.Module,
     layouts: OutputLayouts,
+    subclassed: SubclassOutput | None,
     buffers: dict[str, torch.Tensor],
     tensors: _Tensors,
     made: dict[tuple[str, str, str], Any],
 ) -> EagerCall:
-    """What the first call tells: its outputs' layouts, and the buffers it assigned anew (by
-    their tensors before it, ``buffers``), less those it made as a cache (``made``, kept)."""
+    """What the first call tells: its outputs' layouts and the first of a tensor subclass, and
+    the buffers it assigned anew (by their tensors before it, ``buffers``), less those it made as
+    a cache (``made``, kept)."""
     kept = {f"{path}.{key}" if path else key for path, _, key in made}
     assigned = {
         qualified: tensor
@@ -574,7 +579,7 @@ def _told(
         if buffers.get(qualified) is not None and tensor is not buffers[qualified] and qualified not in kept
     }
     changed = frozenset(name for name, new in assigned.items() if tensors.changed(buffers[name], new))
-    return EagerCall(layouts, frozenset(assigned), changed)
+    return EagerCall(layouts, frozenset(assigned), changed, subclassed)
 
 
 def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -> EagerCall | None:
@@ -592,7 +597,8 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             buffers, entries = dict(model.named_buffers(remove_duplicate=False)), _entries(model)
             outputs = model(*(call := inputs.clone()).args, **call.kwargs)
-            layouts = eager_layouts(outputs, (*call.tensors(), *model.parameters(), *model.buffers()))
+            passed = (*call.tensors(), *model.parameters(), *model.buffers())
+            layouts, subclassed = eager_layouts(outputs, passed), subclass_output(outputs, passed)
             first, first_registered, after_first = _state(model), _registered(model), _entries(model)
             made = {
                 key: entries.get(key, _ABSENT)
@@ -601,7 +607,7 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
             if not (all(table == "_buffers" for _, table, _ in made) and _unchanged(before, first)):
                 made = {}  # a layer or parameter made, or an attribute set too: compared, not kept
             if _unchanged(before, first) and first_registered == registered:
-                return _told(model, layouts, buffers, tensors, made)
+                return _told(model, layouts, subclassed, buffers, tensors, made)
             retyped = _retyped({key: entry for key, entry in registered.items() if key not in made}, first_registered)
             if retyped is not None:
                 raise _Refused(retyped)
@@ -623,7 +629,7 @@ def refuse_carried_state(model: torch.nn.Module, inputs: Inputs, *, name: str) -
                 made = {}  # made again by a second call: state carried from call to call, not a cache
                 if retyped is not None:
                     raise _Refused(retyped)
-            checked = _told(model, layouts, buffers, tensors, made)
+            checked = _told(model, layouts, subclassed, buffers, tensors, made)
     except _Refused as refused:
         raise CaptureError(name, refused.reason) from None
     except Exception:  # eager cannot run it: no calls to compare, nothing to refuse

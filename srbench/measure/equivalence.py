@@ -5,8 +5,9 @@ holding eager's values under the case's tolerance, as outputs do).
 The runtime is prepared on the first inputs, then run on the first inputs, on inputs of a
 second shape, and on the first inputs again (a runtime that plans memory for one shape must
 neither give a wrong answer on another nor stay broken after it). Every output is compared with
-eager's by ``torch.testing.assert_close`` under the case's tolerance, and by whether it requires
-grad; a failure names the run, the output, and the largest absolute and relative difference.
+eager's by ``torch.testing.assert_close`` under the case's tolerance, by its exact class (a
+tensor subclass such as MONAI's ``MetaTensor`` is not a plain tensor: :func:`type_difference`)
+and by whether it requires grad; a failure names the run, the output, and the largest absolute and relative difference.
 
 Eager's answer is eager as the runtime calls the model (:class:`~srbench.runtimes.EagerMode`):
 under ``torch.no_grad`` by default, what srbench's static runtime promises (it turns grad mode
@@ -173,6 +174,25 @@ def grad_difference(actual: Any, expected: Any) -> str | None:
     return "it requires grad in the runtime's answer, not in eager's"
 
 
+def type_difference(actual: Any, expected: Any) -> str | None:
+    """How an output tensor's class differs from eager's (exactly: a subclass is not its base),
+    or ``None``. ``assert_close`` takes a subclass for its base (``allow_subclasses``), so a
+    runtime that answered a plain tensor where eager answers MONAI's ``MetaTensor`` (its
+    ``affine`` and ``meta`` lost, the values right) passed. No runtime is excused: one that can
+    only give plain tensors (ONNX Runtime, through numpy) fails such a case by this check, as
+    one that drops ``requires_grad`` fails :func:`grad_difference`."""
+    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)):
+        return None
+    got, want = type(actual), type(expected)
+    if got is want:
+        return None
+    return f"it is a {_qualified(got)} in the runtime's answer, a {_qualified(want)} in eager's"
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _assert_close(actual: Any, expected: Any, *, rtol: float, atol: float) -> None:
     """``torch.testing.assert_close`` for tensors and numbers; any other leaf a model returns (a
     string, an enum, a dtype) is compared by type and ``==``, which ``assert_close`` refuses
@@ -185,7 +205,8 @@ def _assert_close(actual: Any, expected: Any, *, rtol: float, atol: float) -> No
 
 def compare(actual: Any, expected: Any, *, rtol: float, atol: float, run: str) -> list[Difference]:
     """Compare every output leaf, matched by its path; raise :class:`EquivalenceError` on the
-    first that differs (in structure, type, shape, dtype, device, values or ``requires_grad``)."""
+    first that differs (in structure, type, shape, dtype, device, values, a tensor's exact class
+    or ``requires_grad``)."""
     check_tolerance(rtol, atol)
     _check_readable(actual, "output", run)
     got, want = leaves(actual), leaves(expected)
@@ -209,6 +230,8 @@ def compare(actual: Any, expected: Any, *, rtol: float, atol: float, run: str) -
                 f"{run}: output {path} differs from eager: largest absolute difference {diff.max_abs:.3g}, "
                 f"largest relative difference {diff.max_rel:.3g} (rtol={rtol:g}, atol={atol:g})\n{error}"
             ) from None
+        if (kind := type_difference(actual_leaf, expected_leaf)) is not None:
+            raise EquivalenceError(f"{run}: output {path} is of another class than eager's: {kind}")
         if (grad := grad_difference(actual_leaf, expected_leaf)) is not None:
             raise EquivalenceError(f"{run}: output {path} tracks gradients unlike eager's: {grad}")
         differences.append(diff)

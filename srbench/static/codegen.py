@@ -646,6 +646,7 @@ class CodeWriter:
                     {f"_g{i}_shape": leaf.shape, f"_g{i}_stride": leaf.stride, f"_g{i}_dtype": leaf.dtype}
                 )
                 self.shared[f"_g{i}_device"] = leaf.device
+                self.shared[f"_g{i}_cls"] = leaf.cls
         self.shared.setdefault("_is_grad_enabled", torch.is_grad_enabled)
         self.shared.setdefault("_set_grad_enabled", torch._C._set_grad_enabled)
         self.shared.setdefault("_below_autograd", torch._C._AutoDispatchBelowAutograd)
@@ -776,7 +777,8 @@ class CodeWriter:
             if isinstance(value, TensorLeaf):
                 checks.append(
                     f"in_{i}.shape != _g{i}_shape or in_{i}.stride() != _g{i}_stride "
-                    f"or in_{i}.dtype is not _g{i}_dtype or {self._device_mismatch(i, value.device)}"
+                    f"or in_{i}.dtype is not _g{i}_dtype or {self._device_mismatch(i, value.device)} "
+                    f"or type(in_{i}) is not _g{i}_cls"
                 )
                 if value.lazy_bits:
                     if value.dtype.is_complex:

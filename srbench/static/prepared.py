@@ -228,9 +228,12 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
     as to inputs that share memory. A model carrying state from call to call in a plain Python
     attribute is refused first (:mod:`srbench.graph.attribute_state`); that check's eager call
     gives the layouts the program's outputs are copied into where the graph's differ
-    (:mod:`srbench.graph.eager_layout`) and the buffers forward assigns anew."""
+    (:mod:`srbench.graph.eager_layout`) and the buffers forward assigns anew, and refuses a model
+    whose answer holds a tensor subclass the program cannot give (:mod:`srbench.graph.output_types`)."""
     refuse_uninitialized(model, name=name)  # before the state check reads the parameters
     checked = refuse_carried_state(model, inputs, name=name)
+    if checked is not None and checked.subclassed is not None:
+        raise CaptureError(name, checked.subclassed.reason())
     try:
         captured = capture(model, inputs, name=name, decompose=decompose)
     except CaptureError:

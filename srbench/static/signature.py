@@ -37,8 +37,11 @@ from srbench.static.placement import program_device
 
 @dataclass(frozen=True)
 class TensorLeaf:
-    """A tensor argument: the generated code checks its shape, strides, dtype and device, and
-    its lazy conjugation and negation bits (:attr:`lazy_bits`)."""
+    """A tensor argument: the generated code checks its shape, strides, dtype and device, its
+    lazy conjugation and negation bits (:attr:`lazy_bits`), and its exact class (``cls``: a
+    tensor subclass, MONAI's ``MetaTensor``, makes eager's results of its class, which a program
+    prepared for plain tensors does not; a call passing one is prepared, and refused where its
+    outputs would be of a subclass: :mod:`srbench.graph.output_types`)."""
 
     shape: torch.Size
     stride: tuple[int, ...]
@@ -46,10 +49,13 @@ class TensorLeaf:
     device: torch.device
     conjugated: bool = False  # ``is_conj()``: a lazily conjugated complex view (``z.conj()``)
     negated: bool = False  # ``is_neg()``: a lazily negated view (the imaginary part of one)
+    cls: type = torch.Tensor
 
     @classmethod
     def of(cls, tensor: torch.Tensor) -> TensorLeaf:
-        return cls(tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor.is_conj(), tensor.is_neg())
+        return cls(
+            tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor.is_conj(), tensor.is_neg(), type(tensor)
+        )
 
     @property
     def lazy_bits(self) -> bool:
@@ -61,13 +67,14 @@ class TensorLeaf:
 
     @property
     def key(self) -> tuple:
-        return (self.shape, self.stride, self.dtype, self.device, self.conjugated, self.negated)
+        return (self.shape, self.stride, self.dtype, self.device, self.conjugated, self.negated, self.cls)
 
     def kind(self) -> str:
-        return "a tensor"
+        return "a tensor" if self.cls is torch.Tensor else _article(self.cls.__name__)
 
     def describe(self) -> str:
-        return f"{str(self.dtype).removeprefix('torch.')}{list(self.shape)} on {self.device}"
+        kind = "" if self.cls is torch.Tensor else f"{self.cls.__name__} "
+        return f"{kind}{str(self.dtype).removeprefix('torch.')}{list(self.shape)} on {self.device}"
 
 
 @dataclass(frozen=True)
@@ -203,14 +210,17 @@ class InputSignature:
         return "(" + ", ".join(parts) + ")"
 
     def difference(self, given: InputSignature) -> str | None:
-        """The first way ``given`` differs from this signature in structure, a leaf's kind, dtype
-        or device, or ``None`` (shapes, strides, scalar values and memory sharing are not
-        counted): what a call the model cannot take is told, beside the model's own error."""
+        """The first way ``given`` differs from this signature in structure, a leaf's kind (a
+        tensor's class among them), dtype or device, or ``None`` (shapes, strides, scalar values
+        and memory sharing are not counted): what a call the model cannot take is told, beside
+        the model's own error."""
         shape = _structure_difference(given.structure, self.structure, "", self.argument_names)
         if shape is not None:
             return shape
         for path, want, got in zip(self.paths, self.leaves, given.leaves):
             if isinstance(want, TensorLeaf) and isinstance(got, TensorLeaf):
+                if got.cls is not want.cls:
+                    return f"{path} must be {want.kind()}, got {got.kind()}"
                 if got.dtype != want.dtype:
                     return f"{path} must have dtype {want.dtype}, got {got.dtype}"
                 if got.device != want.device:
