@@ -36,8 +36,9 @@ from srbench.static.errors import inference_only_error
 from srbench.static.hosting import RunBuffer
 from srbench.static.page_release import release_pages
 from srbench.static.serving import serving_library
-from srbench.static.signature import InputSignature, TensorLeaf, sharing_of, zero_signs
+from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
 from srbench.static.slab_schedule import Release, SlabLayout
+from srbench.static.value_keys import equality_suffices, value_key, zero_signs
 from srbench.static.view_tracking import AD_INPLACE_OR_VIEW, ViewTracking
 
 if TYPE_CHECKING:
@@ -657,6 +658,7 @@ class CodeWriter:
         self.shared.setdefault("_input_names", self.signature.paths)
         self.shared.setdefault("_sharing_of", sharing_of)
         self.shared.setdefault("_zero_signs", zero_signs)
+        self.shared.setdefault("_value_key", value_key)
         self.shared.setdefault("_g_sharing", self.signature.sharing)
         self.shared.setdefault("_record_function", record_function)
 
@@ -761,6 +763,9 @@ class CodeWriter:
             )
             checks.append(f"type({temp}_node) is not {node_type} or len({temp}) != {spec.num_children}")
             checks.append(f"{temp}_context != {self.constant(spec.context, 'in_context')}")
+            if not equality_suffices(spec.context):  # then by its value key: a constant's zeros, types
+                key = self.constant(value_key(spec.context), "in_context_key")
+                checks.append(f"_value_key({temp}_context) != {key}")
             for index, child in enumerate(spec.children()):
                 bind(child, f"{temp}[{index}]")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from torch.utils import _pytree as pytree
 from srbench.inputs import Inputs, flatten_with_paths
 from srbench.static.errors import InputSignatureError
 from srbench.static.placement import program_device
+from srbench.static.value_keys import contexts_key, value_key
 
 
 @dataclass(frozen=True)
@@ -89,17 +90,12 @@ class ScalarLeaf:
         return isinstance(self.value, float) and math.isnan(self.value)
 
     @property
-    def key(self) -> tuple:
-        """Equal for equal values, and for two NaNs: a NaN is unequal to itself, and every call
-        passing ``float("nan")`` was prepared anew (a program more per call, never freed). Zeros
-        of two signs differ (:func:`zero_signs`)."""
-        if self.is_nan:
-            return (float, "nan")
-        try:
-            hash(self.value)
-        except TypeError:
-            return (type(self.value), id(self.value))
-        return (type(self.value), self.value, zero_signs(self.value))
+    def key(self) -> Hashable:
+        """Equal for values that behave alike (:func:`~srbench.static.value_keys.value_key`): two
+        NaNs (a NaN is unequal to itself, and every call passing ``float("nan")`` was prepared
+        anew, a program more per call, never freed); not zeros of two signs, nor ``1`` and
+        ``True``."""
+        return value_key(self.value)
 
     def kind(self) -> str:
         return "None" if self.value is None else _article(type(self.value).__name__)
@@ -109,21 +105,6 @@ class ScalarLeaf:
 
 
 Leaf = TensorLeaf | ScalarLeaf
-
-
-def zero_signs(value: Any) -> tuple[tuple[int, float], ...]:
-    """The sign of each zero part of a float or complex scalar (its index among the parts, and
-    ``copysign(1, part)``), which ``==`` and ``hash`` do not see: ``0.0 == -0.0``, yet ``1 / x``,
-    ``copysign`` and ``atan2`` tell them apart, and export bakes the value into the program, so
-    a program prepared for ``0.0`` answered a call passing ``-0.0`` as if it were ``0.0``.
-    Empty for any other value (a nonzero float's sign is in its value)."""
-    if isinstance(value, complex):
-        parts: tuple[float, ...] = (value.real, value.imag)
-    elif isinstance(value, float):
-        parts = (value,)
-    else:
-        return ()
-    return tuple((index, math.copysign(1.0, part)) for index, part in enumerate(parts) if part == 0)
 
 
 def _article(noun: str) -> str:
@@ -193,7 +174,11 @@ class InputSignature:
 
     @property
     def key(self) -> tuple:
-        return (self.structure, tuple(leaf.key for leaf in self.leaves), self.sharing)
+        """Equal for calls one program serves: the structure is compared by ``==``, and the values
+        baked into it from its contexts (a ``pytree.register_constant`` constant) by
+        :func:`~srbench.static.value_keys.contexts_key` too, which tells apart what ``==`` does
+        not (``Config(0.0)`` and ``Config(-0.0)``)."""
+        return (self.structure, contexts_key(self.structure), tuple(leaf.key for leaf in self.leaves), self.sharing)
 
     @property
     def shares_memory(self) -> bool:
