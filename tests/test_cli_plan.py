@@ -128,6 +128,25 @@ def test_a_csv_alignment_column_is_kept_or_refused_at_the_planned_alignment(caps
     assert document["sources"][0]["plans"][0]["total_bytes"] == 17  # b (7 bytes) at 0, a (5) at 12
 
 
+def test_gaps_are_read_as_alive_and_plan_says_so_in_one_line(capsys, tmp_path):
+    """A buffer with gaps is planned over its hull (alive from lower to upper); one line on
+    stderr names the file and buffers and says the bound and optimality are the hull's, and the
+    JSON report lists them. ``a``'s gap 1-3 would let ``b`` share its bytes: the hull does not."""
+    path = tmp_path / "gapped.csv"
+    path.write_text("id,lower,upper,size,gaps\na,0,4,64,1-3\nb,1,3,64,\n")
+    status, document, err = run_json(capsys, "--records", str(path), "--planners", "greedy_by_size")
+    assert status == 0
+    (source,) = document["sources"]
+    assert source["gaps_read_as_alive"] == ["a"] and source["lower_bound"] == 128
+    assert source["plans"][0]["total_bytes"] == 128
+    (line,) = err.splitlines()
+    assert line.startswith(f"srbench plan: {path}: the gaps of 1 buffer(s) ('a') were read as alive")
+    assert "those of that hull, not of the instance with its gaps" in line
+    path.write_text("id,lower,upper,size,gaps\na,0,4,64,\nb,1,3,64,\n")
+    status, document, err = run_json(capsys, "--records", str(path), "--planners", "greedy_by_size")
+    assert status == 0 and err == "" and document["sources"][0]["gaps_read_as_alive"] == []
+
+
 def test_capacity_reaches_the_searching_planner_only(capsys, tmp_path):
     """``--capacity`` asks exact the decision question; planners that do not search are not
     given it. Best plans these 576 bytes (the optimum is 448): 600 is met at once."""

@@ -91,6 +91,16 @@ def test_records_files_are_compared_too(tmp_path, capsys):
     }
 
 
+def test_a_records_file_with_gaps_is_compared_over_its_hull_saying_so(tmp_path, capsys):
+    """As ``srbench plan`` does: the gaps read as alive, one line on stderr."""
+    csv = tmp_path / "gapped.csv"
+    csv.write_text("id,lower,upper,size,gaps\na,0,4,64,1-3\nb,1,3,64,\n")
+    assert main(["compare", "--records", str(csv), "--planners", "greedy_by_size", "--out", str(tmp_path)]) == 0
+    (row,) = json.loads((tmp_path / "compare.json").read_text())["rows"]
+    assert row["total_bytes"] == 128
+    assert f"srbench compare: {csv}: the gaps of 1 buffer(s) ('a') were read as alive" in capsys.readouterr().err
+
+
 def test_several_records_files_after_one_flag_or_repeated(tmp_path, capsys):
     paths = [tmp_path / f"{name}.csv" for name in ("one", "two", "three")]
     for path in paths:

@@ -13,8 +13,8 @@ from srbench.planners import plan_memory
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "minimalloc"
 
 
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "instance.csv"
+def write(tmp_path: Path, text: str, name: str = "instance.csv") -> Path:
+    path = tmp_path / name
     path.write_text(text)
     return path
 
@@ -61,7 +61,13 @@ def test_write_replaces_atomically_and_leaves_the_old_file_when_records_are_bad(
         ("id,lower,upper,end,size\n", r":1: .*both upper and end"),
         ("id,lower,upper,size,alignment\na,0,2,64,0\n", r":2: buffer 'a' has column 'alignment' 0, expected >= 1"),
         ("id,lower,upper,size,alignment\na,0,2,64,x\n", r":2: column 'alignment' must be a decimal integer"),
-        ("id,lower,upper,size,gaps\na,0,2,64,\nb,0,9,8,3-5\n", r":3: buffer 'b' has column 'gaps' '3-5'"),
+        ("id,lower,upper,size,gaps\na,0,2,64,\nb,0,9,8,3~5\n", r":3: buffer 'b' has a gap '3~5'; expected lo-hi"),
+        ("id,lower,upper,size,gaps\nb,0,9,8,3-5@1\n", r":2: buffer 'b' has a gap '3-5@1'; expected lo-hi"),
+        ("id,lower,upper,size,gaps\nb,2,9,8,1-5\n", r":2: buffer 'b' has a gap '1-5' that is empty or outside"),
+        ("id,lower,upper,size,gaps\nb,2,9,8,3-10\n", r":2: buffer 'b' has a gap '3-10' that is empty or outside"),
+        ("id,lower,upper,size,gaps\nb,2,9,8,5-5\n", r":2: buffer 'b' has a gap '5-5' that is empty or outside"),
+        ("id,lower,upper,size,gaps\nb,2,9,8,3-5@6:2\n", r":2: buffer 'b' has a gap '3-5@6:2' whose window is"),
+        ("id,start,end,size,gaps\nb,2,8,8,3-9\n", r":2: buffer 'b' has a gap '3-9' that is empty or outside"),
         ("id,lower,upper,size,offset\na,0,2,64,\n", r":2: column 'offset' must be a decimal integer, got ''"),
         ("id,lower,upper,size,offset\na,0,2,64,-8\n", r":2: buffer 'a' has negative offset -8"),
         (
@@ -208,3 +214,21 @@ def test_a_planned_alignment_that_is_not_a_positive_whole_number_is_refused(tmp_
     path.write_text("id,lower,upper,size,alignment\na,0,1,8,3\n")
     with pytest.raises(ValueError, match=rf"^alignment must be a positive whole number of bytes, got {alignment!r}$"):
         read_records(path, alignment=alignment)
+
+
+def test_buffers_with_gaps_are_read_over_their_hull_and_named(tmp_path):
+    """Gaps as MiniMalloc's converter writes them (space-separated ``lo-hi``, each with an
+    optional ``@lo:hi`` window; ``hi`` inclusive in the ``end`` format, as ``end`` is): each such
+    buffer is alive from lower to upper, its gaps taken as alive, so every plan is valid for the
+    gapped instance too, and the instance names it. They were refused."""
+    new = write(tmp_path, "id,lower,upper,size,gaps\na,0,10,64,2-4 6-8@0:32\nb,3,5,32,\nc,1,4,8,1-2\n", "new.csv")
+    old = write(tmp_path, "id,start,end,size,gaps\na,0,9,64,2-3 6-7@0:32\nb,3,4,32,\nc,1,3,8,1-1\n", "old.csv")
+    for path in (new, old):
+        instance = read_instance(path)
+        assert instance.records == (
+            TensorUsageRecord("a", 0, 9, 64),
+            TensorUsageRecord("b", 3, 4, 32),
+            TensorUsageRecord("c", 1, 3, 8),
+        )
+        assert instance.hulled == ("a", "c")
+    assert read_instance(write(tmp_path, "id,lower,upper,size,gaps\na,0,2,64,\n", "none.csv")).hulled == ()

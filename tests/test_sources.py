@@ -6,7 +6,7 @@ import pytest
 
 from srbench.memory.minimalloc_csv import write_records
 from srbench.memory.records import TensorUsageRecord, check_records
-from srbench.memory.sources import SourceError, csv_records, model_records
+from srbench.memory.sources import SourceError, csv_instance, model_records
 from srbench.zoo import load_zoo
 
 
@@ -25,9 +25,9 @@ def test_unknown_model_is_a_source_error_naming_the_nearest():
 def test_csv_records_round_trip_and_bad_files_name_the_path(tmp_path):
     records = [TensorUsageRecord("a", 0, 1, 64), TensorUsageRecord("b", 1, 2, 128)]
     write_records(records, tmp_path / "ok.csv")
-    assert csv_records(tmp_path / "ok.csv") == records
+    assert list(csv_instance(tmp_path / "ok.csv").records) == records
     (tmp_path / "bad.csv").write_text("id,lower,upper,size\nx,0,1,big\n")
     with pytest.raises(SourceError) as caught:
-        csv_records(tmp_path / "bad.csv")
+        csv_instance(tmp_path / "bad.csv")
     message = str(caught.value)
     assert message.startswith(f"{tmp_path / 'bad.csv'}:2: column 'size'") and message.count("bad.csv") == 1

@@ -240,7 +240,6 @@ def _sources(args: argparse.Namespace) -> tuple[list[Source], list[str]]:
     Raises LookupError (with the known names) for an unknown provider or model name.
     """
     from srbench.compare.run import Source
-    from srbench.memory.sources import csv_records
 
     sources: list[Source] = []
     failures: list[str] = []
@@ -260,10 +259,18 @@ def _sources(args: argparse.Namespace) -> tuple[list[Source], list[str]]:
             wanted = [zoo.get(name) for name in args.models]  # UnknownPluginError is a LookupError
             cases = [case for case in wanted if not zoos or case.provider in zoos]
         sources += [Source(case.name, case.provider, _model_loader(zoo, case.name, args)) for case in cases]
-    sources += [
-        Source(path.stem, "records", partial(csv_records, path, alignment=args.alignment)) for path in args.records
-    ]
+    sources += [Source(path.stem, "records", partial(_csv_records, path, args.alignment)) for path in args.records]
     return sources, failures
+
+
+def _csv_records(path: Path, alignment: int) -> Sequence[TensorUsageRecord]:
+    """A record file's records, saying in one line where its gaps were read as alive."""
+    from srbench.memory.sources import csv_instance, hull_note
+
+    instance = csv_instance(path, alignment=alignment)
+    if instance.hulled:
+        print_error("compare", hull_note(str(path), instance.hulled))
+    return instance.records
 
 
 def _model_loader(zoo: Zoo, name: str, args: argparse.Namespace) -> Callable[[], Sequence[TensorUsageRecord]]:

@@ -97,10 +97,12 @@ class SourceReport:
     output_bytes: int = 0
     plans: list[PlannerRow] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # a record file's buffers whose gaps were read as alive (planned over their hull)
+    gaps_read_as_alive: list[str] = field(default_factory=list)
 
 
 def run(args: argparse.Namespace) -> ExitStatus:
-    from srbench.memory.sources import SourceError
+    from srbench.memory.sources import SourceError, hull_note
     from srbench.planners import planner_names
     from srbench.registry import unknown_name_message
 
@@ -125,14 +127,17 @@ def run(args: argparse.Namespace) -> ExitStatus:
     options = planner_options(planners, args.time_limit, capacity=args.capacity)
 
     reports = []
-    for name, kind, _, load in sources:
+    for name, kind, origin, load in sources:
         report = SourceReport(name=name, kind=kind)
         reports.append(report)
         try:
-            records, outputs = load()
+            records, outputs, hulled = load()
         except SourceError as error:
             _fail(report, str(error))
             continue
+        if hulled:
+            report.gaps_read_as_alive = list(hulled)
+            print_error("plan", hull_note(origin, hulled))
         if args.save_records:
             _save(records, args.save_records / f"{name}.csv", report)
         _plan_source(report, records, outputs, options, args)
@@ -168,11 +173,9 @@ def _load_planners(names: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
 
 def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, str, Any]]:
     """(name, kind, origin, loader) for each source (origin: where it comes from, for messages); a
-    loader returns (records, output records) or raises
+    loader returns (records, output records, the buffers whose gaps were read as alive) or raises
     :class:`srbench.memory.sources.SourceError`. An unknown model name raises
     :class:`~srbench.registry.UnknownPluginError` (a LookupError) before any source is loaded."""
-    from srbench.memory.sources import csv_records
-
     names = list(args.model)
     if args.all or names:
         from srbench.zoo import ProviderUnavailable, load_zoo
@@ -186,14 +189,21 @@ def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, str, Any]]:
         for name in names:
             yield name, "model", f"model {name!r}", lambda name=name: _model_records(zoo, name, args)
     for path in args.records:
-        yield path.stem, "records", str(path), lambda path=path: (csv_records(path, alignment=args.alignment), [])
+        yield path.stem, "records", str(path), lambda path=path: _csv_records(path, args)
 
 
-def _model_records(zoo: Any, name: str, args: argparse.Namespace) -> tuple[list, list]:
+def _model_records(zoo: Any, name: str, args: argparse.Namespace) -> tuple[list, list, tuple[str, ...]]:
     from srbench.memory.sources import model_records
 
     analysis = model_records(zoo, name, **capture_options(args))
-    return list(analysis.records), list(analysis.output_records)
+    return list(analysis.records), list(analysis.output_records), ()
+
+
+def _csv_records(path: Path, args: argparse.Namespace) -> tuple[list, list, tuple[str, ...]]:
+    from srbench.memory.sources import csv_instance
+
+    instance = csv_instance(path, alignment=args.alignment)
+    return list(instance.records), [], instance.hulled
 
 
 def _save(records: list, path: Path, report: SourceReport) -> None:

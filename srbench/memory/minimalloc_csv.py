@@ -11,11 +11,22 @@ there). srbench's records use inclusive lifetimes, so ``first = lower`` and ``la
 - ``alignment``: a buffer's offset must be a multiple of it. srbench plans every tensor of a
   slab at one alignment (typed views of one slab need it), so a buffer's alignment is honoured
   by planning at a multiple of it: :func:`read_instance` gives the least common multiple of the
-  column, and :func:`read_records` refuses a file whose alignments do not all divide the one it
-  will be planned at, naming the buffer, rather than return records a plan may misplace.
-- ``gaps``: times within a buffer's lifetime when its bytes are free (``lo-hi`` pairs, with an
-  optional ``@window``). srbench's records are alive over one interval, so a buffer with gaps is
-  refused, naming it; an empty field (MiniMalloc writes one for a buffer without gaps) is read.
+  column, and :func:`read_planned` (and :func:`read_records`) refuses a file whose alignments do
+  not all divide the one it will be planned at, naming the buffer, rather than return records a
+  plan may misplace.
+- ``gaps``: times within a buffer's lifetime when its bytes are free, as MiniMalloc's converter
+  writes them: space-separated ``lo-hi`` pairs (``hi`` exclusive, inclusive in a file of the
+  ``end`` format, as ``end`` is), each with an optional ``@lo:hi`` window (the part of the buffer
+  kept during the gap). srbench's records are alive over one interval, so a buffer with gaps is
+  read over its hull, alive from ``lower`` to ``upper`` with its gaps taken as alive: a plan of the
+  hull is valid for the buffer with its gaps (it only keeps bytes that could be free), possibly
+  larger, and its lower bound and proven optimality are the hull's, not the gapped instance's.
+  :attr:`MiniMallocInstance.hulled` names those buffers (``srbench plan`` says so in one line),
+  so no one compares a hull's numbers with MiniMalloc's on the gaps unawares. That was decided
+  over the refusal srbench gave before: the refusal told the user to delete the column, which
+  gives the same records without a word in the report. A malformed gap, or one outside its
+  buffer's lifetime, is refused naming the buffer; an empty field (MiniMalloc writes one for a
+  buffer without gaps) is no gap.
 - ``offset``: a solution's offsets (MiniMalloc's solution files; its solver takes them as fixed
   positions, and a file either has one in every row or none). Read as the file's packing,
   :attr:`MiniMallocInstance.offsets`: planners place the records afresh.
@@ -72,15 +83,20 @@ class MiniMallocCsvError(RecordError):
 @dataclass(frozen=True)
 class MiniMallocInstance:
     """What a MiniMalloc CSV file holds: the records, the alignment that honours every buffer's
-    (the least common multiple of the ``alignment`` column, 1 without one), and the file's own
-    packing where it has an ``offset`` column (record id -> offset), else None."""
+    (the least common multiple of the ``alignment`` column, 1 without one), the file's own
+    packing where it has an ``offset`` column (record id -> offset), else None, and the ids of
+    the buffers whose gaps were read as alive (``hulled``: their records span lower to upper,
+    see the module docstring), in file order."""
 
     records: tuple[TensorUsageRecord, ...]
     alignment: int = 1
     offsets: Mapping[str, int] | None = None
+    hulled: tuple[str, ...] = ()
 
 
 _INTEGER = re.compile(r"-?[0-9]+")
+# one gap as MiniMalloc's converter writes it: lo-hi, optionally @lo:hi (the window kept)
+_GAP = re.compile(r"([0-9]+)-([0-9]+)(?:@([0-9]+):([0-9]+))?")
 
 
 def _parse_int(text: str, column: str, where: str) -> int:
@@ -95,15 +111,39 @@ def _parse_int(text: str, column: str, where: str) -> int:
     return value
 
 
+def _check_gaps(text: str, lower: int, upper: int, inclusive: bool, buffer_id: str, where: str) -> None:
+    """Refuse a ``gaps`` field MiniMalloc's reader would refuse (a gap not ``lo-hi[@lo:hi]``),
+    or a gap that is empty or outside the buffer's lifetime ``[lower, upper)`` (a gap's ``hi`` is
+    inclusive where ``inclusive``), naming the buffer: such a file was written wrong, and reading
+    it over the hull would hide that."""
+    for gap in text.split():
+        match = _GAP.fullmatch(gap)
+        if match is None:
+            raise MiniMallocCsvError(
+                f"{where}: buffer {buffer_id!r} has a gap {gap!r}; expected lo-hi or lo-hi@lo:hi (decimal "
+                "integers), space-separated"
+            )
+        start, end = int(match[1]), int(match[2]) + (1 if inclusive else 0)
+        if not lower <= start < end <= upper:
+            raise MiniMallocCsvError(
+                f"{where}: buffer {buffer_id!r} has a gap {gap!r} that is empty or outside its lifetime "
+                f"[{lower}, {upper})"
+            )
+        if match[3] is not None and int(match[3]) > int(match[4]):
+            raise MiniMallocCsvError(f"{where}: buffer {buffer_id!r} has a gap {gap!r} whose window is inverted")
+
+
 def read_instance(path: str | os.PathLike[str]) -> MiniMallocInstance:
-    """Read a MiniMalloc CSV file: its buffers as records (``last = upper - 1``), the alignment
-    they need and the file's packing, if any.
+    """Read a MiniMalloc CSV file: its buffers as records (``last = upper - 1``; a buffer with
+    gaps over its hull, named in :attr:`MiniMallocInstance.hulled`), the alignment they need and
+    the file's packing, if any.
 
     The file is UTF-8, with or without a byte-order mark (spreadsheets write one), with or
     without a newline at the end. Raises :class:`MiniMallocCsvError` naming the file and line
     (and column) of the first problem: text that is not UTF-8 or not CSV, a missing, repeated or
     unknown column, a field that is not a decimal integer, an empty or inverted interval, a
-    negative size, a non-positive alignment, a buffer with gaps, or a duplicate id.
+    negative size, a non-positive alignment, a malformed gap or one outside its buffer's
+    lifetime, or a duplicate id.
     """
     return _read(Path(path), None)
 
@@ -125,12 +165,17 @@ def _read(path: Path, plan_alignment: int | None) -> MiniMallocInstance:
 
 
 def read_records(path: str | os.PathLike[str], *, alignment: int = 1) -> list[TensorUsageRecord]:
-    """The records of a MiniMalloc CSV file (see :func:`read_instance`), to be planned at
-    ``alignment``: a file whose ``alignment`` column asks an alignment that does not divide it
-    is refused, naming the first such buffer and the alignment that would keep them all."""
+    """The records of a MiniMalloc CSV file (see :func:`read_planned`)."""
+    return list(read_planned(path, alignment=alignment).records)
+
+
+def read_planned(path: str | os.PathLike[str], *, alignment: int = 1) -> MiniMallocInstance:
+    """A MiniMalloc CSV file (see :func:`read_instance`) to be planned at ``alignment``: a file
+    whose ``alignment`` column asks an alignment that does not divide it is refused, naming the
+    first such buffer and the alignment that would keep them all."""
     # Checked as plan_memory checks it: 0, a multiple of everything, passed a file asking
     # alignment 3 as kept, and 2.5 was named as the planned alignment in the refusal.
-    return list(_read(Path(path), check_alignment(alignment)).records)
+    return _read(Path(path), check_alignment(alignment))
 
 
 def _columns(header: Sequence[str], path: Path) -> dict[Column, int]:
@@ -171,6 +216,7 @@ def _instance(reader: Any, path: Path, plan_alignment: int | None) -> MiniMalloc
     alignment = 1
     unkept: str | None = None  # where the first buffer whose alignment plan_alignment does not keep is
     seen: dict[str, int] = {}
+    hulled: list[str] = []
     for row in reader:
         line = reader.line_num
         where = f"{path}:{line}"
@@ -206,11 +252,8 @@ def _instance(reader: Any, path: Path, plan_alignment: int | None) -> MiniMalloc
             if plan_alignment is not None and plan_alignment % asked and unkept is None:
                 unkept = f"{where}: buffer {buffer_id!r} asks column 'alignment' {asked}"
         if Column.GAPS in columns and (gaps := row[columns[Column.GAPS]].strip()):
-            raise MiniMallocCsvError(
-                f"{where}: buffer {buffer_id!r} has column 'gaps' {gaps!r} (times its bytes are free); srbench's "
-                "records are alive over one interval: expected an empty field (drop the gaps to plan the buffer "
-                "alive throughout, a valid but possibly larger plan)"
-            )
+            _check_gaps(gaps, lower, upper, inclusive, buffer_id, where)
+            hulled.append(buffer_id)
         if Column.OFFSET in columns:
             offset = _parse_int(row[columns[Column.OFFSET]], "offset", where)
             if offset < 0:
@@ -222,7 +265,7 @@ def _instance(reader: Any, path: Path, plan_alignment: int | None) -> MiniMalloc
             f"{unkept}, which plans at alignment {plan_alignment} do not keep; plan at a multiple of {alignment} "
             f"(--alignment {alignment}), which keeps every buffer's"
         )
-    return MiniMallocInstance(tuple(records), alignment, offsets if Column.OFFSET in columns else None)
+    return MiniMallocInstance(tuple(records), alignment, offsets if Column.OFFSET in columns else None, tuple(hulled))
 
 
 def write_records(

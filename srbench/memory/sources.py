@@ -17,14 +17,15 @@ import contextlib
 import io
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from srbench.memory.records import DEFAULT_ALIGNMENT, RecordError, TensorUsageRecord, check_records
+from srbench.memory.records import DEFAULT_ALIGNMENT, RecordError, check_records
 
 if TYPE_CHECKING:
     from srbench.graph import CapturedGraph
     from srbench.memory.lifetimes import LifetimeAnalysis
+    from srbench.memory.minimalloc_csv import MiniMallocInstance
     from srbench.zoo import Zoo
 
 
@@ -72,23 +73,36 @@ def model_records(
         raise SourceError(f"cannot analyse model {name!r}: {error}") from error
 
 
-def csv_records(path: str | os.PathLike[str], *, alignment: int = 1) -> list[TensorUsageRecord]:
-    """The records of a MiniMalloc CSV file (see :mod:`srbench.memory.minimalloc_csv`) to be
-    planned at ``alignment`` (a file asking per-buffer alignments it does not keep is refused),
-    whose errors already name the file and line. Records no planner may be given (sizes that sum
-    past the largest slab at ``alignment``) are refused here too, naming the file: once, where
-    each planner refused them in turn, one line per planner without the file."""
-    from srbench.memory.minimalloc_csv import read_records
+def csv_instance(path: str | os.PathLike[str], *, alignment: int = 1) -> MiniMallocInstance:
+    """A MiniMalloc CSV file (see :mod:`srbench.memory.minimalloc_csv`) to be planned at
+    ``alignment`` (a file asking per-buffer alignments it does not keep is refused), whose errors
+    already name the file and line. Records no planner may be given (sizes that sum past the
+    largest slab at ``alignment``) are refused here too, naming the file: once, where each
+    planner refused them in turn, one line per planner without the file."""
+    from srbench.memory.minimalloc_csv import read_planned
 
     try:
-        records = read_records(path, alignment=alignment)
+        instance = read_planned(path, alignment=alignment)
     except RecordError as error:
         raise SourceError(str(error)) from error
     try:
-        check_records(records, alignment=alignment)
+        check_records(instance.records, alignment=alignment)
     except RecordError as error:
         raise SourceError(f"{os.fspath(path)}: {error}") from error
-    return records
+    return instance
+
+
+def hull_note(origin: str, hulled: Sequence[str]) -> str:
+    """The line saying that a record file's gaps were read as alive (``hulled``: those buffers'
+    ids, :attr:`~srbench.memory.minimalloc_csv.MiniMallocInstance.hulled`), and what that makes
+    of the numbers reported for it: a command that plans such a file prints it, so no one takes
+    the hull's bound or optimality for the gapped instance's."""
+    named = ", ".join(repr(buffer) for buffer in hulled[:3]) + (", ..." if len(hulled) > 3 else "")
+    return (
+        f"{origin}: the gaps of {len(hulled)} buffer(s) ({named}) were read as alive (each buffer alive from lower "
+        "to upper): every plan is valid for the file with its gaps, and the lower bound, ratios and proven "
+        "optimality reported are those of that hull, not of the instance with its gaps"
+    )
 
 
 @contextlib.contextmanager
