@@ -39,10 +39,12 @@ def _build(case: OutsideModel) -> Any:
     import numpy
     import torch
 
+    from benchmarks.outside_globals import sweep_globals
+
     random.seed(0)
     numpy.random.seed(0)
     torch.manual_seed(0)
-    return case.build().eval()
+    return sweep_globals().build(case.build).eval()
 
 
 def _comparable(value: Any) -> Any:

@@ -1,12 +1,12 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 464
-models that are not in the zoo (the sixth round's 31 in ``benchmarks/outside_round6.py``, the
-seventh's 37 in ``benchmarks/outside_round7.py``, the eighth's 40 in
-``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``: diffusers,
-PyTorch Geometric and einops models, the tenth's 24 in ``benchmarks/outside_round10.py``: kornia,
-x-transformers, perceiver-pytorch, MONAI, PEFT, e3nn and torchdiffeq models, the eleventh's 22
-in ``benchmarks/outside_round11.py``: gpytorch, botorch, normflows, zuko, torchmetrics,
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 523
+models that are not in the zoo: the first five rounds' 139 here, and the sixth round's 31 in
+``benchmarks/outside_round6.py``, the seventh's 37 in ``benchmarks/outside_round7.py``, the
+eighth's 40 in ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``:
+diffusers, PyTorch Geometric and einops models, the tenth's 24 in ``benchmarks/outside_round10.py``:
+kornia, x-transformers, perceiver-pytorch, MONAI, PEFT, e3nn and torchdiffeq models, the eleventh's
+22 in ``benchmarks/outside_round11.py``: gpytorch, botorch, normflows, zuko, torchmetrics,
 sentence-transformers, rotary-embedding-torch and performer-pytorch models and hand-written
 patterns, the twelfth's 21 in ``benchmarks/outside_round12.py``: ncps, mambapy, torchsde, pyro,
 tab-transformer-pytorch, rtdl-revisiting-models, vector-quantize-pytorch, local-attention,
@@ -24,9 +24,21 @@ keywords, parameters of three dtypes) and transformers architectures no earlier 
 seventeenth's 25 in ``benchmarks/outside_round17.py``: lucidrains' and others' libraries (states and
 memories in and out, a backbone as an argument, a Python int of slots), six hand-written models (a
 beam search step's dict of tuples, channels-last int and bool outputs, int8 weights, complex tensors,
-a ring buffer written into the caller's tensors, a dtype per call) and transformers architectures no earlier round
-built, a greedy loop on a ``DynamicCache`` among them, unavailable where those extras are not
-installed),
+a ring buffer written into the caller's tensors, a dtype per call) and transformers architectures no
+earlier round built, a greedy loop on a ``DynamicCache`` among them, the eighteenth's 23 in
+``benchmarks/outside_round18.py``: pytorch-crf, entmax and torch-dct, hand-written models
+(``flex_attention``, forces by autograd, ``torch.map`` and ``torch.cond``, enum and dataclass
+arguments, a uint8 image pipeline, TorchScript pieces) and transformers architectures no earlier
+round built, the nineteenth's 17 in ``benchmarks/outside_round19.py``: accelerate's hooks,
+hand-written models (``torch.func`` derivatives, a meta tensor, parameters among the outputs, a list
+collated in the model, ``sdpa_kernel``, conjugated views, a signed zero, integer edges) and
+transformers architectures no earlier round built, and the twentieth's 19 in
+``benchmarks/outside_round20.py``: stock pieces (``MultiheadAttention``'s variants, a
+``PackedSequence`` out, modules fused for inference, dynamic and static quantization), hand-written
+models (optional masks in a list, ``out=`` arguments, a registered dataclass out, ``torch.special``,
+selection edges) and transformers architectures no earlier round built; unavailable where those
+extras are not installed. Each model runs from torch's settings as the sweep started, and what its
+own libraries change at import (``benchmarks/outside_globals.py``), whatever ran before it;
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
 exercise one semantic each (masks, recurrent layers, 1-D/3-D and transposed convolutions, normalisations, pixel shuffle,
 resampling, pytree inputs and outputs, calls written in other forms, in-place ops, view chains,
@@ -38,8 +50,9 @@ another length or size.
 
 For each model, in one process, one model at a time, one intra-op thread:
 
-1. ``torch.export`` itself: a model it cannot capture is reported as such (``not capturable``,
-   with export's first line), and not counted as srbench's failure;
+1. ``torch.export`` itself, under ``no_grad`` as srbench's capture runs it: a model it cannot
+   capture is reported as such (``not capturable``, with export's first line), and not counted
+   as srbench's failure;
 2. srbench's static runtime under seven option sets (the defaults; ``enable_out_variant=False``;
    ``cleanup_activations=False``; ``manage_output_tensors=True``; ``decompose=True``;
    ``streams=2``; ``streams=4``), each prepared on shape 0 and
@@ -75,8 +88,8 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
 ``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py``,
-``tests/test_static_outside_round12.py``, ``tests/test_static_outside_round13.py`` or
-``tests/test_static_outside_round14.py`` on the smallest model that showed it.
+``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round20.py`` on the
+smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
 
@@ -1945,7 +1958,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to nineteenth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to twentieth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -1960,6 +1973,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round17 import seventeenth_round
     from benchmarks.outside_round18 import eighteenth_round
     from benchmarks.outside_round19 import nineteenth_round
+    from benchmarks.outside_round20 import twentieth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -1980,6 +1994,7 @@ def outside_models() -> list[OutsideModel]:
             seventeenth_round,
             eighteenth_round,
             nineteenth_round,
+            twentieth_round,
         )
         for case in models()
     ]
@@ -2012,14 +2027,16 @@ def _export_refusal(model: Any, inputs: Any) -> str | None:
     """Why ``torch.export`` cannot capture the model at this call, or ``None`` when it can. The
     model and its libraries' caches are left as they were (what export's trace set there is a
     ``FakeTensor`` that the eager calls after this probe would read), as srbench's capture leaves
-    them."""
+    them. Exported under ``no_grad``, as srbench's capture exports (``srbench.graph.capture``):
+    with grad on, export refused models srbench captures (an ``out=`` argument where a parameter
+    requires grad), and the sweep reported them not capturable, unchecked."""
     import torch
 
     from srbench.graph.function_caches import function_caches_kept
     from srbench.graph.module_snapshot import module_kept
 
     try:
-        with function_caches_kept(model), module_kept(model):
+        with function_caches_kept(model), module_kept(model), torch.no_grad():
             torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
     except Exception as error:  # any refusal of export is the answer
         return error_summary(error)[:200]
@@ -2152,12 +2169,13 @@ def sweep_one(case: OutsideModel, rounds: int, checks: Sequence[str] = CHECKS) -
     for the runtime plugin) and time it (the defaults' runtime, where the defaults are checked)."""
     import torch
 
+    from benchmarks.outside_globals import sweep_globals
     from srbench.measure.equivalence import eager_answer
 
     row = Row(case.name, case.description)
     try:
         torch.manual_seed(0)
-        model = case.build().eval()
+        model = sweep_globals().build(case.build).eval()
         calls = [case.make_inputs(0), case.make_inputs(1)]
         expected = [eager_answer(model, call) for call in calls]
     except Exception as error:  # a model this transformers cannot build, or eager cannot run, is reported
@@ -2260,11 +2278,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"outside_models: unknown model {', '.join(unknown)}; see --list", file=sys.stderr)
             return 2
         cases = [case for case in cases if case.name in wanted]
+    from benchmarks.outside_globals import sweep_globals
+
     rows = []
     with intra_op_threads(1):
+        settings = sweep_globals()  # torch's settings now, before any model's library changes them
         for case in cases:
             start = time.perf_counter()
-            row = _sweep(case, options.order, options.checks.split(","), options.rounds)
+            with settings.per_model():
+                row = _sweep(case, options.order, options.checks.split(","), options.rounds)
             rows.append(row)
             took = time.perf_counter() - start
             print(f"{row.name}: {row.summary()} [{took:.0f} s]", file=sys.stderr, flush=True)

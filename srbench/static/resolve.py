@@ -125,11 +125,15 @@ REGISTERED_LABEL = "registered "  # how the label of a user-registered out varia
 _TENSOR_OPTIONS = {"dtype", "layout", "device", "pin_memory"}
 # ATen ops whose result is allocated and left as the memory was (no tag says so; ``empty``'s
 # documentation and the deterministic-algorithms mode, which fills exactly these, do). ``resize_``
-# leaves the elements it adds so (the OpInfo sweep found eager's and srbench's differing there).
+# leaves the elements it adds so (the OpInfo sweep found eager's and srbench's differing there), and
+# so does its functional form, which ``decompose`` makes of a result written into a tensor of
+# another size (``out=``: the twentieth round's ``out_arguments``).
 UNINITIALIZED = frozenset(
     {
         "aten::resize_",
         "aten::resize_as_",
+        "aten::resize",
+        "aten::resize_as",
         "aten::empty",
         "aten::empty_like",
         "aten::empty_strided",
