@@ -86,7 +86,7 @@ BAD_CALLS = {
     ),
     "tensor-for-scalar": (
         lambda a, k: (a, {**k, "repeat": torch.tensor(2)}),
-        r"repeat must be an int, got a tensor, and no program .*reads a tensor's value",
+        r"repeat must be an int, got a tensor, and no program .*needs a tensor's value as a plain Python int",
     ),
     "dtype": (
         lambda a, k: ([a[0].double(), a[1]], k),

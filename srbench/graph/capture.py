@@ -87,6 +87,10 @@ _MACHINERY = tuple(
 )
 
 
+# How torch's data-dependent error begins where Python asked for a concrete int, not a branch's bool.
+_CONCRETE_INT = "Could not extract specialized integer from data-dependent expression"
+
+
 def model_source_line(error: BaseException) -> str | None:
     """``file:line `code``` of the innermost frame of ``error``'s traceback that is the model's own
     code (not torch's, not srbench's), or ``None``. In non-strict export the model's Python runs
@@ -101,7 +105,19 @@ def model_source_line(error: BaseException) -> str | None:
 
 
 def _reason(error: BaseException) -> str:
-    """Why ``torch.export`` stopped, in one line; a branch on a tensor's value says what to do."""
+    """Why ``torch.export`` stopped, in one line; a branch on a tensor's value says what to do.
+    A value read from a tensor and made a plain Python int (``int(x.item())``) is told apart from a
+    branch: export could keep the value as the symbolic int ``.item()`` returns (a slice or a size
+    takes it), and only the conversion asks for a concrete number, so the remedy is not
+    ``torch.cond`` but to leave the conversion out (or, for a loop, ``torch.while_loop``)."""
+    if isinstance(error, GuardOnDataDependentSymNode) and str(error).startswith(_CONCRETE_INT):
+        return (
+            "the model's Python needs a tensor's value as a plain Python int (int() of .item(), "
+            "range() of a tensor, an index), which a captured graph cannot hold; where the value only "
+            "slices or sizes tensors, use it as .item() returns it (export keeps it symbolic: leave "
+            "the int() out), loop with torch.while_loop, or decide outside the model "
+            f"({error_summary(error)})"
+        )
     if isinstance(error, GuardOnDataDependentSymNode):
         return (
             "the model's Python reads a tensor's value to decide what to run (a branch, a loop or a "
