@@ -1,14 +1,18 @@
-"""Autocast regions that cannot change their ops run as plain nodes of the program; every other
-region runs as eager runs it (srbench.graph.inert_autocast). Each model is checked against
-eager, dtypes included, under the default options, two streams and the pytest plugin's runtime."""
+"""Autocast regions that cannot change their ops run as plain nodes of the program
+(srbench.graph.inert_autocast); a region of the program that casts is lowered to its casts
+(srbench.graph.lowered_autocast); a region in a control-flow op's sub-block runs as eager runs it.
+Each model is checked against eager, dtypes included and bit for bit, under the default options,
+two streams and the pytest plugin's runtime."""
 
 from __future__ import annotations
+
+import operator
 
 import pytest
 import torch
 from torch import nn
 
-from srbench.graph.inert_autocast import NO_AUTOCAST, UNKNOWN, Ambient, Effect, Region
+from srbench.graph.inert_autocast import NO_AUTOCAST, UNKNOWN, Ambient, Effect, Region, run_inert_regions_plain
 from srbench.inputs import Inputs
 from srbench.options import StaticOptions
 from srbench.runtimes import get_runtime
@@ -132,6 +136,14 @@ def _same_as_eager(model: nn.Module, args: tuple, options: StaticOptions | None)
     assert not torch._C._is_any_autocast_enabled()
 
 
+def _after_inert_regions(model: nn.Module, args: tuple) -> torch.fx.GraphModule:
+    """``model``'s export with its inert regions run plain, as preparing does before it lowers
+    the regions left."""
+    graph_module = torch.export.export(model, args).graph_module
+    run_inert_regions_plain(graph_module, NO_AUTOCAST)
+    return graph_module
+
+
 def _region_kinds(model: nn.Module, args: tuple) -> list[str]:
     """The region calls left among the top-level program's nodes."""
     plans = StaticModule(model, args).prepared.plans
@@ -156,13 +168,15 @@ def test_a_disabled_cuda_region_on_cpu_runs_as_plain_nodes(options):
 
 @pytest.mark.parametrize("options", _RUNS, ids=_RUN_IDS)
 def test_regions_within_an_enabled_region_keep_what_they_change(options):
-    """The enabled cpu region is kept; within it, the disabled cuda region runs as plain nodes
-    of its body and the disabled cpu one is kept."""
+    """The enabled cpu region is kept by the inert pass; within it, the disabled cuda region runs
+    as plain nodes of its body and the disabled cpu one is kept. Then the enabled region is
+    lowered, its nested disabled one included."""
     model = DisabledInsideEnabled().eval()
-    captured = StaticModule(model, (_x(),)).prepared.captured.graph_module
+    captured = _after_inert_regions(model, (_x(),))
     (outer,) = [node for node in captured.graph.nodes if node.target is _WRAP]
     body = getattr(captured, outer.args[4].target)
     assert [node.args[:3] for node in body.graph.nodes if node.target is _WRAP] == [("cpu", torch.bfloat16, False)]
+    assert _region_kinds(model, (_x(),)) == []
     _same_as_eager(model, (_x(),), options)
     assert [t.dtype for t in model(_x())] == [torch.bfloat16, torch.float32, torch.float32]
 
@@ -170,15 +184,21 @@ def test_regions_within_an_enabled_region_keep_what_they_change(options):
 @pytest.mark.parametrize("options", _RUNS, ids=_RUN_IDS)
 def test_an_enabled_region_inside_a_disabled_one_is_kept_alone(options):
     model = EnabledInsideDisabled().eval()
-    captured = StaticModule(model, (_x(),)).prepared.captured.graph_module
+    captured = _after_inert_regions(model, (_x(),))
     assert [node.args[:3] for node in captured.graph.nodes if node.target is _WRAP] == [("cpu", torch.bfloat16, True)]
+    assert _region_kinds(model, (_x(),)) == []
     _same_as_eager(model, (_x(),), options)
 
 
 @pytest.mark.parametrize("options", _RUNS, ids=_RUN_IDS)
-def test_a_region_that_casts_is_kept(options):
+def test_a_region_that_casts_is_lowered_to_its_casts(options):
+    """The region's call is gone from the program: the weight's, bias's and input's casts to
+    bfloat16 are nodes of it, and the linear layer's op runs on their results."""
     model = Casts().eval()
-    assert _region_kinds(model, (_x(),)) == ["wrap_with_autocast"]
+    assert _region_kinds(model, (_x(),)) == []
+    graph = StaticModule(model, (_x(),)).prepared.captured.graph
+    casts = [node for node in graph.nodes if node.target is torch.ops.aten._to_copy.default]
+    assert [n.kwargs.get("dtype") for n in casts] == [torch.bfloat16] * 3
     _same_as_eager(model, (_x(),), options)
     assert model(_x()).dtype == torch.bfloat16
 
@@ -252,10 +272,10 @@ class CudaRegions(nn.Module):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_on_cuda_a_casting_region_is_kept_and_a_disabled_one_runs_plain():
+def test_on_cuda_a_casting_region_is_lowered_and_a_disabled_one_runs_plain():
     model = CudaRegions().eval().cuda()
     x = _x().cuda()
-    assert _region_kinds(model, (x,)) == ["wrap_with_autocast"]
+    assert _region_kinds(model, (x,)) == []
     run = StaticModule(model, (x,)).runtime()
     with torch.no_grad():
         expected = model(x)
@@ -288,3 +308,41 @@ def test_a_region_entered_by_a_call_keeps_its_ops_on_the_thread_that_entered_it(
     options = StaticOptions(streams=streams, scheduler="parallel_steps", measure_choices=False)
     _same_as_eager(model, (_x(),), options)
     assert StaticModule(model, (_x(),), options).prepared.streams_used == 1
+
+
+class _Matmul(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.ops.aten.mm.default(x, x),)
+
+
+class _MatmulByTorchFunction(nn.Module):
+    """The same product called as a plain function (as a graph holding something other than
+    ATen ops would): not lowered, the region kept."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.mm(x, x),)
+
+
+@pytest.mark.parametrize(("body", "lowered"), [(_Matmul, 1), (_MatmulByTorchFunction, 0)])
+def test_only_regions_of_aten_ops_are_lowered(body, lowered):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from srbench.graph.lowered_autocast import lower_casting_regions
+
+    root = nn.Module()
+    root.body = torch.fx.symbolic_trace(body())
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = FakeTensorMode().from_tensor(_x()[:, :4])
+    region = graph.call_function(_WRAP, ("cpu", torch.bfloat16, True, False, graph.get_attr("body"), x))
+    graph.output((graph.call_function(operator.getitem, (region, 0)),))
+    graph_module = torch.fx.GraphModule(root, graph)
+    assert lower_casting_regions(graph_module) == lowered
+    casts = [n.kwargs.get("dtype") for n in graph_module.graph.nodes if n.target is torch.ops.aten._to_copy.default]
+    assert casts == [torch.bfloat16] * 2 * lowered  # each operand cast: autocast caches only weights
+    if lowered:
+        (result,) = graph_module(_x()[:, :4])
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            expected = torch.mm(_x()[:, :4], _x()[:, :4])
+        assert result.dtype == torch.bfloat16
+        torch.testing.assert_close(result, expected, rtol=0, atol=0)

@@ -35,10 +35,10 @@ import torch
 import torch.fx
 from torch.utils import _pytree as pytree
 
-_WRAP = torch.ops.higher_order.wrap_with_autocast
+WRAP = torch.ops.higher_order.wrap_with_autocast
 _ENTER = torch.amp.autocast_mode._enter_autocast
 _EXIT = torch.amp.autocast_mode._exit_autocast
-_WRAP_BODY = 4  # wrap_with_autocast(device_type, dtype, enabled, cache_enabled, body, *args)
+WRAP_BODY = 4  # wrap_with_autocast(device_type, dtype, enabled, cache_enabled, body, *args)
 
 # Device types whose tensors report that type (``tensor.device.type``): a region of another (a
 # renamed private backend's ``privateuseone``) is never taken for one that touches no tensor.
@@ -90,7 +90,7 @@ class Region:
     def of(cls, node: torch.fx.Node) -> Region | None:
         """The region ``node`` opens (a ``wrap_with_autocast`` or ``_enter_autocast`` call), or
         ``None`` for any other node or arguments of an unexpected form."""
-        if node.op != "call_function" or node.target not in (_WRAP, _ENTER) or len(node.args) < 4:
+        if node.op != "call_function" or node.target not in (WRAP, _ENTER) or len(node.args) < 4:
             return None
         device_type, enabled = node.args[0], node.args[2]
         if not isinstance(device_type, str) or not isinstance(enabled, bool):
@@ -136,9 +136,9 @@ def _settle(graph_module: torch.fx.GraphModule, ambient: Ambient) -> int:
                 continue
             opened.append((node, ambient))
             ambient = ambient.entered(region)
-        elif (body := _body(graph_module, node)) is not None:
+        elif (body := region_body(graph_module, node)) is not None:
             touches = functools.partial(_touches, nodes=body.graph.nodes, owner=body)
-            if region.effect(ambient, touches).inert and _inline(graph_module, node, body):
+            if region.effect(ambient, touches).inert and inline_region(graph_module, node, body):
                 removed += 1
                 node = before.next
                 continue
@@ -187,10 +187,10 @@ def _between(first: torch.fx.Node, last: torch.fx.Node) -> list[torch.fx.Node] |
     return nodes
 
 
-def _body(graph_module: torch.fx.GraphModule, node: torch.fx.Node) -> torch.fx.GraphModule | None:
+def region_body(graph_module: torch.fx.GraphModule, node: torch.fx.Node) -> torch.fx.GraphModule | None:
     """A ``wrap_with_autocast`` node's sub-module, where no other node reads it (changing it then
     changes this region only)."""
-    attribute = node.args[_WRAP_BODY] if len(node.args) > _WRAP_BODY else None
+    attribute = node.args[WRAP_BODY] if len(node.args) > WRAP_BODY else None
     if not isinstance(attribute, torch.fx.Node) or attribute.op != "get_attr" or len(attribute.users) != 1:
         return None
     body = _attribute(graph_module, attribute)
@@ -233,15 +233,15 @@ def _leaves_touch(device_type: str, value: object) -> bool:
     return False
 
 
-def _inline(graph_module: torch.fx.GraphModule, node: torch.fx.Node, body: torch.fx.GraphModule) -> bool:
+def inline_region(graph_module: torch.fx.GraphModule, node: torch.fx.Node, body: torch.fx.GraphModule) -> bool:
     """Copy ``body``'s nodes into ``graph_module``'s graph before the ``wrap_with_autocast``
     ``node`` and read its results from them, where every reader takes one result by position;
     whether it did (nothing changes where it did not)."""
     graph = graph_module.graph
-    arguments = [argument for argument in node.args[_WRAP_BODY + 1 :] if isinstance(argument, torch.fx.Node)]
+    arguments = [argument for argument in node.args[WRAP_BODY + 1 :] if isinstance(argument, torch.fx.Node)]
     placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
     picked = _picked_results(node, body)
-    if picked is None or node.kwargs or not len(placeholders) == len(arguments) == len(node.args) - _WRAP_BODY - 1:
+    if picked is None or node.kwargs or not len(placeholders) == len(arguments) == len(node.args) - WRAP_BODY - 1:
         return False
     values: dict[torch.fx.Node, torch.fx.Node] = dict(zip(placeholders, arguments))
     with graph.inserting_before(node):
@@ -259,7 +259,7 @@ def _inline(graph_module: torch.fx.GraphModule, node: torch.fx.Node, body: torch
     for reader, result in picked.items():
         reader.replace_all_uses_with(values[result])
         graph.erase_node(reader)
-    attribute = node.args[_WRAP_BODY]
+    attribute = node.args[WRAP_BODY]
     graph.erase_node(node)
     if isinstance(attribute, torch.fx.Node) and not attribute.users:
         graph.erase_node(attribute)

@@ -35,6 +35,7 @@ from srbench.graph.attribute_state import refuse_carried_state
 from srbench.graph.capture import refuse_uninitialized
 from srbench.graph.eager_layout import give_eager_layouts
 from srbench.graph.inert_autocast import NO_AUTOCAST, UNKNOWN, run_inert_regions_plain
+from srbench.graph.lowered_autocast import lower_casting_regions
 from srbench.graph.lowered_program import lowered_program_failure
 from srbench.graph.nodes import enters_autocast
 from srbench.graph.subgraph import Subgraph, capture_subgraph
@@ -577,6 +578,8 @@ def prepare_graph(
     rebound = {name: entry for name, entry in rebound.items() if name in mutations.values()}  # each written
     # a sub-block runs within its parent's autocast state; a program the runtime calls, under none
     run_inert_regions_plain(captured.graph_module, UNKNOWN if isinstance(model, Subgraph) else NO_AUTOCAST)
+    if not isinstance(model, Subgraph):  # the regions left cast: their casts made ops of the program
+        lower_casting_regions(captured.graph_module)
     graph.eliminate_dead_code()
     values, user_inputs, constant_nodes = _placeholder_values(captured, model, inputs.leaves())
     rewrites = rewrite_graph(captured, model, values, options, passes)
