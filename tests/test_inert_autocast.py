@@ -17,6 +17,7 @@ from srbench.inputs import Inputs
 from srbench.options import StaticOptions
 from srbench.runtimes import get_runtime
 from srbench.static import StaticModule
+from srbench.static.choose import RunAs
 from srbench.static.errors import AmbientAutocastError
 
 _WRAP = torch.ops.higher_order.wrap_with_autocast
@@ -201,6 +202,19 @@ def test_a_region_that_casts_is_lowered_to_its_casts(options):
     assert [n.kwargs.get("dtype") for n in casts] == [torch.bfloat16] * 3
     _same_as_eager(model, (_x(),), options)
     assert model(_x()).dtype == torch.bfloat16
+
+
+def test_a_lowered_regions_casts_of_weights_are_folded_at_prepare():
+    """What autocast makes of the weight and bias is the same at every call, so it is computed
+    once when the program is prepared (as any op of constants only); the input's cast runs at
+    every call, and a second call on other values is still eager's, bit for bit."""
+    model = Casts().eval()
+    plans = StaticModule(model, (_x(),)).prepared.plans
+    casts = {plan.node.args[0].name: plan.how for plan in plans if plan.node.target is torch.ops.aten._to_copy.default}
+    assert sorted(how.name for how in casts.values()) == ["CONSTANT", "CONSTANT", "OUT"]
+    assert casts["x"] is not RunAs.CONSTANT
+    _same_as_eager(model, (_x(),), StaticOptions())
+    _same_as_eager(model, (_x() * 3 - 1,), StaticOptions())
 
 
 @pytest.mark.parametrize("options", _RUNS, ids=_RUN_IDS)

@@ -14,8 +14,9 @@ fake tensors): the graph traced holds the casts autocast made as ``_to_copy`` no
 on the inputs autocast gave it. Run with autocast off, that graph calls the same kernels on the
 same inputs as the region does under autocast, so it replaces the region's call in the program,
 where its ops are planned as every other node's (``autocast_nested_off``: 0.62x eager's time,
-from 1.65-3.06x). The weights' casts still run at every call, as eager's do (autocast caches a
-cast only within one region's call); folding them at prepare time is not done.
+from 1.65-3.06x). The weights' casts are then ops of constants only, so the runtime folds them
+at prepare time (:class:`srbench.static.choose.RunAs` ``CONSTANT``): eager casts every weight at
+every call (autocast caches a cast only within one region's call), srbench once.
 
 Only regions of a program the static runtime calls itself are lowered (there no autocast is on:
 :data:`srbench.graph.inert_autocast.NO_AUTOCAST`); a control-flow op's sub-block runs within its
