@@ -147,6 +147,45 @@ def test_gaps_are_read_as_alive_and_plan_says_so_in_one_line(capsys, tmp_path):
     assert status == 0 and err == "" and document["sources"][0]["gaps_read_as_alive"] == []
 
 
+def test_a_solution_files_packing_is_validated_and_reported_beside_the_planners(capsys, tmp_path):
+    """A file with an ``offset`` column (MiniMalloc's solution files) gets one more row, planner
+    ``file``: its packing judged as the planners' are (total, ratio, ``*`` at the bound), with
+    no time; one that is not a packing is the file's error naming the buffers, and the planners
+    still run."""
+    records = [TensorUsageRecord("a", 0, 1, 128), TensorUsageRecord("b", 1, 2, 64), TensorUsageRecord("c", 3, 4, 96)]
+    path = tmp_path / "solved.csv"
+    write_records(records, path, offsets={"a": 0, "b": 128, "c": 32})
+    status, document, err = run_json(capsys, "--records", str(path), "--planners", "greedy_by_size")
+    assert status == 0 and err == ""
+    (source,) = document["sources"]
+    rows = {row["planner"]: row for row in source["plans"]}
+    assert set(rows) == {"greedy_by_size", "file"}
+    assert rows["file"]["total_bytes"] == 192 and rows["file"]["seconds"] is None
+    assert rows["file"]["proven_optimal"] and rows["file"]["ratio_to_lower_bound"] == 1.0
+    assert main(["plan", "--records", str(path), "--planners", "greedy_by_size"]) == 0
+    file_row = next(line for line in capsys.readouterr().out.splitlines() if " file " in line)
+    assert "1.000*" in file_row and file_row.rstrip().endswith("-")
+
+    write_records(records, path, offsets={"a": 0, "b": 64, "c": 0})  # a and b share bytes at step 1
+    status, document, err = run_json(capsys, "--records", str(path), "--planners", "greedy_by_size")
+    assert status == 1
+    assert [row["planner"] for row in document["sources"][0]["plans"]] == ["greedy_by_size"]
+    (line,) = err.splitlines()
+    assert line.startswith(f"srbench plan: {path}: its offset column is not a valid packing of its buffers")
+    assert "'a'" in line and "'b'" in line
+
+
+def test_a_solution_packing_that_may_use_gaps_is_not_compared_over_the_hull(capsys, tmp_path):
+    """``b`` lies in ``a``'s bytes during ``a``'s gap: valid for the file, not over the hull the
+    planners see, so it is said and left out, not called the file's error."""
+    path = tmp_path / "gapped_solution.csv"
+    path.write_text("id,lower,upper,size,gaps,offset\na,0,4,64,1-3,0\nb,1,3,64,,0\n")
+    status, document, err = run_json(capsys, "--records", str(path), "--planners", "greedy_by_size")
+    assert status == 0
+    assert [row["planner"] for row in document["sources"][0]["plans"]] == ["greedy_by_size"]
+    assert "its offset column is not a packing over the hull (it may use the gaps read as alive)" in err
+
+
 def test_capacity_reaches_the_searching_planner_only(capsys, tmp_path):
     """``--capacity`` asks exact the decision question; planners that do not search are not
     given it. Best plans these 576 bytes (the optimum is 448): 600 is met at once."""

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from srbench.cli._args import (
     ExitStatus,
@@ -31,6 +31,9 @@ from srbench.cli._args import (
     print_error,
 )
 from srbench.formatting import aligned_table, format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    from srbench.memory.minimalloc_csv import MiniMallocInstance
 
 # Generated files go under results/ (ignored by git as a whole), not into a new folder of the checkout.
 DEFAULT_RECORDS_DIR = Path("results") / "records"
@@ -80,7 +83,7 @@ class PlannerRow:
     planner: str
     total_bytes: int
     ratio_to_lower_bound: float
-    seconds: float
+    seconds: float | None  # None: not planned here (a record file's own packing)
     proven_optimal: bool
     notes: dict[str, Any]
 
@@ -131,16 +134,18 @@ def run(args: argparse.Namespace) -> ExitStatus:
         report = SourceReport(name=name, kind=kind)
         reports.append(report)
         try:
-            records, outputs, hulled = load()
+            records, outputs, instance = load()
         except SourceError as error:
             _fail(report, str(error))
             continue
-        if hulled:
-            report.gaps_read_as_alive = list(hulled)
-            print_error("plan", hull_note(origin, hulled))
+        if instance is not None and instance.hulled:
+            report.gaps_read_as_alive = list(instance.hulled)
+            print_error("plan", hull_note(origin, instance.hulled))
         if args.save_records:
             _save(records, args.save_records / f"{name}.csv", report)
         _plan_source(report, records, outputs, options, args)
+        if instance is not None:
+            _report_file_packing(report, instance, origin)
 
     if args.json:
         document = {"alignment": args.alignment, "planner_errors": broken, "sources": [asdict(r) for r in reports]}
@@ -173,8 +178,8 @@ def _load_planners(names: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
 
 def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, str, Any]]:
     """(name, kind, origin, loader) for each source (origin: where it comes from, for messages); a
-    loader returns (records, output records, the buffers whose gaps were read as alive) or raises
-    :class:`srbench.memory.sources.SourceError`. An unknown model name raises
+    loader returns (records, output records, the record file's instance or None for a model) or
+    raises :class:`srbench.memory.sources.SourceError`. An unknown model name raises
     :class:`~srbench.registry.UnknownPluginError` (a LookupError) before any source is loaded."""
     names = list(args.model)
     if args.all or names:
@@ -192,18 +197,56 @@ def _sources(args: argparse.Namespace) -> Iterator[tuple[str, str, str, Any]]:
         yield path.stem, "records", str(path), lambda path=path: _csv_records(path, args)
 
 
-def _model_records(zoo: Any, name: str, args: argparse.Namespace) -> tuple[list, list, tuple[str, ...]]:
+def _model_records(zoo: Any, name: str, args: argparse.Namespace) -> tuple[list, list, None]:
     from srbench.memory.sources import model_records
 
     analysis = model_records(zoo, name, **capture_options(args))
-    return list(analysis.records), list(analysis.output_records), ()
+    return list(analysis.records), list(analysis.output_records), None
 
 
-def _csv_records(path: Path, args: argparse.Namespace) -> tuple[list, list, tuple[str, ...]]:
+def _csv_records(path: Path, args: argparse.Namespace) -> tuple[list, list, MiniMallocInstance]:
     from srbench.memory.sources import csv_instance
 
     instance = csv_instance(path, alignment=args.alignment)
-    return list(instance.records), [], instance.hulled
+    return list(instance.records), [], instance
+
+
+def _report_file_packing(report: SourceReport, instance: MiniMallocInstance, origin: str) -> None:
+    """A solution file's own packing (its ``offset`` column) as one more row, validated and judged
+    as the planners' plans are (at the file's alignment), so srbench's plans are compared with
+    the one the file came with (MiniMalloc's solver's, say). One that is not a packing of the
+    records is the file's error, named with its buffers; over the hull of buffers whose gaps were
+    read as alive, a packing that uses the gaps is valid for the file and is said not to be
+    compared instead."""
+    from srbench.memory.records import PlanError
+    from srbench.planners import judge_plan
+
+    plan = instance.packing()
+    if plan is None:
+        return
+    try:
+        result = judge_plan(instance.records, plan, alignment=instance.alignment)
+    except PlanError as error:
+        if instance.hulled:
+            print_error(
+                "plan",
+                f"{origin}: its offset column is not a packing over the hull (it may use the gaps "
+                f"read as alive), so it is not compared: {error}",
+            )
+        else:
+            _fail(report, f"{origin}: its offset column is not a valid packing of its buffers: {error}")
+        return
+    report.lower_bound = result.lower_bound
+    report.plans.append(
+        PlannerRow(
+            planner=plan.planner,
+            total_bytes=plan.total_bytes,
+            ratio_to_lower_bound=result.ratio_to_lower_bound,
+            seconds=None,
+            proven_optimal=result.plan.proven_optimal,
+            notes={"alignment": instance.alignment},
+        )
+    )
 
 
 def _save(records: list, path: Path, report: SourceReport) -> None:
@@ -261,7 +304,7 @@ def format_table(reports: Sequence[SourceReport]) -> str:
                     f"{row.total_bytes:,}",
                     f"{report.lower_bound:,}",
                     f"{row.ratio_to_lower_bound:.3f}" + ("*" if row.proven_optimal else " "),
-                    format_seconds(row.seconds),
+                    "-" if row.seconds is None else format_seconds(row.seconds),
                 )
             )
     lines = [aligned_table(header, rows, right_aligned=range(2, len(header)))]

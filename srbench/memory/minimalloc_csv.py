@@ -29,7 +29,8 @@ there). srbench's records use inclusive lifetimes, so ``first = lower`` and ``la
   buffer without gaps) is no gap.
 - ``offset``: a solution's offsets (MiniMalloc's solution files; its solver takes them as fixed
   positions, and a file either has one in every row or none). Read as the file's packing,
-  :attr:`MiniMallocInstance.offsets`: planners place the records afresh.
+  :attr:`MiniMallocInstance.offsets` (as a plan: :meth:`MiniMallocInstance.packing`, which
+  ``srbench plan`` validates and reports beside the planners'): planners place the records afresh.
 
 Any other column is refused rather than silently dropped.
 """
@@ -48,7 +49,13 @@ from pathlib import Path
 from typing import Any
 
 from srbench.fileio import NotUtf8Error, atomic_write_text, decode_utf8
-from srbench.memory.records import RecordError, TensorUsageRecord, check_alignment, check_records
+from srbench.memory.records import (
+    MemoryPlan,
+    RecordError,
+    TensorUsageRecord,
+    check_alignment,
+    check_records,
+)
 
 
 class Column(enum.Enum):
@@ -80,6 +87,9 @@ class MiniMallocCsvError(RecordError):
     """A MiniMalloc CSV file that cannot be read as records; the message names file and line."""
 
 
+FILE_PACKING = "file"  # the planner name a file's own packing is reported under
+
+
 @dataclass(frozen=True)
 class MiniMallocInstance:
     """What a MiniMalloc CSV file holds: the records, the alignment that honours every buffer's
@@ -92,6 +102,16 @@ class MiniMallocInstance:
     alignment: int = 1
     offsets: Mapping[str, int] | None = None
     hulled: tuple[str, ...] = ()
+
+    def packing(self) -> MemoryPlan | None:
+        """The file's own packing (its ``offset`` column) as a plan, its total the highest byte
+        it uses, or None without the column; not checked: :func:`srbench.planners.judge_plan`
+        validates and judges it as every planner's plan is (``srbench plan`` reports it so, as
+        the planner ``file``)."""
+        if self.offsets is None:
+            return None
+        total = max((self.offsets[r.id] + r.size for r in self.records), default=0)
+        return MemoryPlan(FILE_PACKING, dict(self.offsets), total)
 
 
 _INTEGER = re.compile(r"-?[0-9]+")

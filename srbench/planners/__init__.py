@@ -91,7 +91,18 @@ def plan_memory(
         raise
     except Exception as error:
         raise PlanError(f"{type(error).__name__} in the planner: {error}") from error
-    seconds = time.perf_counter() - start
+    return judge_plan(records, plan, alignment=alignment, seconds=time.perf_counter() - start)
+
+
+def judge_plan(
+    records: Sequence[TensorUsageRecord], plan: MemoryPlan, *, alignment: int, seconds: float = 0.0
+) -> PlanResult:
+    """``plan`` validated for ``records`` at ``alignment`` (a :class:`PlanError` naming the
+    tensors where it is wrong) and judged against the lower bound, as :func:`plan_memory` judges
+    every planner's: also a plan that did not come from a planner (a solution file's packing,
+    :meth:`srbench.memory.minimalloc_csv.MiniMallocInstance.packing`). ``seconds``: the time it
+    took to make, where known."""
+    records = list(records)
     validate_plan(records, plan, alignment)
     bound = lower_bound(records)
     # No plan is below the bound: a plan at it is optimal. At an alignment the sizes are not
