@@ -98,6 +98,27 @@ def test_equal_to_eager_under_random_interleavings(one_thread, streams, out_vari
             torch.testing.assert_close(got, want)
 
 
+def test_far_more_streams_than_ops_can_use_prepare_as_the_most_they_can(one_thread, monkeypatch):
+    """``streams=1_000_000`` on four branches: the machine is measured with at most as many
+    threads as ops can run at once, and the schedule uses no more (before, critical path weighed
+    every count up to a million and the machine was measured with as many threads)."""
+    import srbench.static.streams as static_streams
+
+    measured_with = []
+
+    def recording(model, threads):
+        measured_with.append(threads)
+        return model
+
+    monkeypatch.setattr(static_streams, "with_measured_machine", recording)
+    model, x, module = branches_module(1_000_000)
+    (threads,) = set(measured_with)  # once per program weighed, each time the same
+    assert 4 <= threads < 30  # the 4 branches may run at once; far fewer than the program's ops
+    assert module.prepared.schedule.num_streams <= threads
+    for got, want in zip(module.runtime()(x), model(x)):
+        torch.testing.assert_close(got, want)
+
+
 def test_a_deliberately_delayed_branch(one_thread):
     """The slow branch finishes last, long after the others reached their waits."""
     model, x, module = branches_module(4)

@@ -209,6 +209,27 @@ def test_a_scheduler_plugin_may_not_use_more_streams_than_allowed(monkeypatch):
         schedule_graph(graph_of(TWO_BRANCHES), "greedy", streams=1)
 
 
+def test_schedulers_are_offered_no_more_streams_than_ops_can_be_busy(monkeypatch):
+    """At most 3 of TWO_BRANCHES' ops can run at once by its bound (6 ops, a chain of 4): a
+    million streams asked, the scheduler weighs 3 (critical path tried every count up to it)."""
+    offered = []
+
+    def spy(graph, *, streams):
+        offered.append(streams)
+        return build_schedule("spy", graph, [list(graph.ops)])
+
+    monkeypatch.setattr(SCHEDULERS, "load", lambda name: spy)
+    schedule_graph(graph_of(TWO_BRANCHES), "spy", streams=10**6)
+    schedule_graph(graph_of({"a": "", "b": "a", "c": "b"}), "spy", streams=8)
+    assert offered == [3, 1]
+
+
+def test_the_concurrency_bound_of_chains_independent_ops_and_nothing():
+    assert graph_of({"a": "", "b": "a", "c": "b"}).concurrency_bound() == 1
+    assert graph_of({"a": "", "b": "", "c": ""}).concurrency_bound() == 3
+    assert OpGraph((), {}, {}).concurrency_bound() == 1
+
+
 # -- the serial resource and the timeline --------------------------------------------------------
 
 
@@ -329,3 +350,23 @@ def test_waits_are_the_fewest_and_happens_before_is_reachability(reachability, g
             assert order.before(a, b) == (b in after)
         for s, ops in enumerate(schedule.streams):  # first_after: the suffix of each stream after a
             assert [op in after for op in ops] == [i >= order.first_after(a, s) for i in range(len(ops))]
+
+
+def _width(graph: OpGraph) -> int:
+    """The most pairwise unordered ops, by brute force (small graphs only)."""
+    before = {op: set() for op in graph.ops}
+    for op in graph.ops:
+        for dep in graph.deps_of(op):
+            before[op] |= before[dep] | {dep}
+    best = 0
+    for mask in range(1 << len(graph.ops)):
+        chosen = [op for i, op in enumerate(graph.ops) if mask >> i & 1]
+        if all(a not in before[b] and b not in before[a] for a in chosen for b in chosen if a != b):
+            best = max(best, len(chosen))
+    return best
+
+
+@settings(max_examples=60, deadline=None)
+@given(graph=random_dags(max_ops=10))
+def test_the_concurrency_bound_is_never_below_what_can_run_at_once(graph):
+    assert _width(graph) <= graph.concurrency_bound() <= len(graph.ops)

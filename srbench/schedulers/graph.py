@@ -52,6 +52,16 @@ class OpGraph:
     def cost(self, op: str) -> float:
         return self.costs.get(op, 0.0)
 
+    def concurrency_bound(self) -> int:
+        """The most ops that can ever run at once (1 for an empty graph): ops that may run
+        together are pairwise unordered, so they hold at most one op of any chain of
+        dependencies, and at most every op but those of the longest chain, plus one. Streams
+        beyond this would stay idle, so schedulers are given no more (:func:`srbench.schedulers.schedule_graph`)."""
+        depth: dict[str, int] = {}
+        for op in self.ops:
+            depth[op] = 1 + max((depth[dep] for dep in self.deps_of(op)), default=0)
+        return len(self.ops) - max(depth.values(), default=0) + 1
+
     def successors(self) -> dict[str, list[str]]:
         """Each op's direct dependents, in the graph's order."""
         result: dict[str, list[str]] = {op: [] for op in self.ops}

@@ -17,7 +17,7 @@ and cross-stream dependencies are events.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.fx
@@ -85,10 +85,13 @@ def plan_streams(
         analysis,
         runs=set(ops),
         measured=measured_seconds(plans, resolutions) if threads else None,
-        cost_model=with_measured_machine(DEFAULT_COST_MODEL, options.streams) if threads else CUDA_COST_MODEL,
+        cost_model=DEFAULT_COST_MODEL if threads else CUDA_COST_MODEL,
         draws={name for name, resolution in resolutions.items() if resolution.draws},
         shared=shared,
     )
+    if threads:  # measured with as many threads as streams could be busy, never more (each is a thread)
+        streams = min(options.streams, graph_of_ops.concurrency_bound())
+        graph_of_ops = replace(graph_of_ops, cost_model=with_measured_machine(graph_of_ops.cost_model, streams))
     schedule = schedule_graph(graph_of_ops, options.scheduler, streams=options.streams)
     if schedule.num_streams == 1:
         return StreamPlan(schedule, None, None)
