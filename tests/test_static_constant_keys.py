@@ -82,3 +82,29 @@ def struct_nan() -> float:
     value = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
     assert math.isnan(value)
     return value
+
+
+class DictForward(nn.Module):
+    """Joins a dict's values in its order, and makes a tensor of each number key (its type
+    decides the dtype): both baked into the program export traces through ``forward``."""
+
+    def forward(self, parts: dict) -> tuple[torch.Tensor, ...]:
+        keys = tuple(torch.full((), key) for key in parts if not isinstance(key, str))
+        return (torch.cat(list(parts.values())), *keys)
+
+
+def test_a_dicts_key_order_and_key_types_get_programs_of_their_own():
+    """The guard looked a dict's keys up, so ``{"b": .., "a": ..}`` ran the program of
+    ``{"a": .., "b": ..}`` (the values joined in the prepared order) and ``{True: ..}`` the one of
+    ``{1: ..}`` (int64 for eager's bool). Each now has its program; a repeat finds its own."""
+    a, b = torch.zeros(2), torch.ones(2)
+    calls = [{"a": a, "b": b}, {"b": b, "a": a}, {1: a}, {True: a}, {1.0: a}, {"a": a, "b": b}, {True: a}]
+    model = DictForward()
+    module = StaticModule(model, (calls[0],))
+    runtime = module.runtime()
+    for parts in calls:
+        for got, want in zip(runtime(parts), model(parts)):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)  # dtypes too
+    assert module.shapes_prepared == 5
+    keys = {InputSignature.of(Inputs.of(parts)).key for parts in calls}
+    assert len(keys) == 5

@@ -708,6 +708,16 @@ class CodeWriter:
             return f"not in_{i}.is_cuda or in_{i}.get_device() != {device.index or 0}"
         return f"in_{i}.device != _g{i}_device"
 
+    def _dict_keys_differ(self, temp: str, keys: list[Any]) -> str:
+        """The check that the dict ``temp`` has ``keys`` in their order and of their types: the
+        lookups alone passed a dict of the same keys in another order (``torch.cat(list(d.values()))``
+        then joined them in the prepared order, not the call's) and ``True`` for a key ``1``
+        (``torch.full((1,), k)`` gave int64 where eager gives bool): a program is traced through
+        the forward's iteration over the keys, and their values are baked into it."""
+        if equality_suffices(keys):  # str keys, the common case: a list comparison
+            return f"list({temp}) != {self.constant(keys, 'in_keys')}"
+        return f"_value_key(list({temp})) != {self.constant(value_key(keys), 'in_keys_key')}"
+
     @staticmethod
     def claims(name: str) -> bool:
         """Whether a generated function takes the runtime's call token (``forward_unchecked`` runs
@@ -741,6 +751,8 @@ class CodeWriter:
             if spec.type in (tuple, list, dict):
                 lines.append(f"{temp} = {expr}")
                 checks.append(f"type({temp}) is not {spec.type.__name__} or len({temp}) != {spec.num_children}")
+                if spec.type is dict:
+                    checks.append(self._dict_keys_differ(temp, list(spec.context)))
                 keys = spec.context if spec.type is dict else range(spec.num_children)
                 for key, child in zip(keys, spec.children()):
                     bind(child, f"{temp}[{self.render(key)}]")

@@ -102,14 +102,15 @@ def _holds_numbers(key: Hashable) -> bool:
 
 def contexts_key(structure: pytree.TreeSpec) -> tuple[Hashable, ...]:
     """The :func:`value_key` of every context of ``structure`` baked into a program (a registered
-    constant, a dataclass node's), in flattening order: a TreeSpec compares them by ``==``."""
+    constant, a dataclass node's; a dict's keys, which a forward iterating over them bakes in),
+    in flattening order: a TreeSpec compares them by ``==`` (a dict's ``[1]`` equal to ``[True]``)."""
     keys: list[Hashable] = []
     stack = [structure]
     while stack:
         spec = stack.pop()
         if spec.is_leaf():
             continue
-        if baked_context(spec):
+        if baked_context(spec) or spec.type is dict:
             keys.append(value_key(spec.context))
         stack.extend(reversed(spec.children()))
     return tuple(keys)
