@@ -17,12 +17,13 @@ import re
 import sysconfig
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 from torch.export import ExportedProgram
 from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
@@ -218,11 +219,57 @@ class Lowering(enum.Enum):
     )
 
     @property
+    def lower(self) -> Callable[[ExportedProgram], ExportedProgram]:
+        """The lowering itself."""
+        return _decomposed if self is Lowering.CORE_ATEN else _retraced
+
+    @property
     def advice(self) -> str:
         """What the user can do about it: only the first is the user's choice."""
         if self is Lowering.CORE_ATEN:
             return "; the model can be prepared without decompose"
         return "; torch.export captures the transform, but srbench cannot run it until torch's retrace succeeds"
+
+
+def _lowered(name: str, exported: ExportedProgram, lowering: Lowering) -> ExportedProgram:
+    """``exported`` after torch's ``lowering``, refused where it fails (the model's code ran
+    fine: torch's own lowering did not) or where it drops an output the model answers with
+    (:func:`_dropped_outputs`)."""
+    traced = _user_outputs(exported)
+    try:
+        lowered = _without_effect_tokens(lowered_with_own_names(exported, lowering.lower))
+    except Exception as error:  # torch raises many types here
+        raise CaptureError(name, _lowering_reason(error, lowering)) from error
+    if dropped := _dropped_outputs(traced, _user_outputs(lowered)):
+        raise CaptureError(name, _dropped_reason(dropped, lowering, exported.graph))
+    return lowered
+
+
+def _user_outputs(exported: ExportedProgram) -> list[object]:
+    """What the graph signature says each user output is (a tensor, a symbolic int, a constant)."""
+    specs = exported.graph_signature.output_specs
+    return [spec.arg for spec in specs if spec.kind == OutputKind.USER_OUTPUT]
+
+
+def _dropped_outputs(traced: list[object], lowered: list[object]) -> list[int]:
+    """The positions among the user outputs of those export traced as tensors that torch's
+    lowering made constants. Its retrace at the ATen level keeps no forward-mode AD: a tangent
+    unpacked in ``forward`` (``torch.autograd.forward_ad.unpack_dual``), a tensor as export
+    traced it, is ``None`` after it, and srbench answered ``None`` where eager answers the
+    tangent."""
+    return [position for position, (before, after) in enumerate(zip(traced, lowered))
+            if isinstance(before, TensorArgument) and not isinstance(after, TensorArgument)]  # fmt: skip
+
+
+def _dropped_reason(positions: list[int], lowering: Lowering, graph: torch.fx.Graph) -> str:
+    """Why a model is refused whose outputs at ``positions`` torch's ``lowering`` dropped, naming
+    forward-mode AD where the graph holds it (export's ``_make_dual`` calls): then no lowering
+    keeps them, and the graph as export traced it cannot run op by op (its dual level exists only
+    while the graph runs in order), so no option set would do."""
+    dropped = f"{lowering.value} makes the model's output(s) {positions} None where export traced a tensor"
+    if any(node.target is _aten._make_dual.default for node in graph.nodes):  # every lowering drops them
+        return f"{dropped}: forward-mode AD in forward (torch.autograd.forward_ad), whose tangents it does not keep"
+    return f"{dropped}, so srbench would answer otherwise than eager{lowering.advice}"
 
 
 def _lowering_reason(error: BaseException, lowering: Lowering) -> str:
@@ -433,14 +480,8 @@ def capture(
         returns_state = _outputs_sharing_state(exported)
         lowered = decompose and not _kept_unlowered(exported)
         if lowered:
-            try:
-                exported = _without_effect_tokens(lowered_with_own_names(exported, _decomposed))
-            except Exception as error:  # the model's code ran fine: torch's own decomposition failed
-                raise CaptureError(name, _lowering_reason(error, Lowering.CORE_ATEN)) from error
+            exported = _lowered(name, exported, Lowering.CORE_ATEN)
         elif _transforms_functions(exported.graph) and not _writes_through_unmarked_views(exported.graph):
-            try:
-                exported = _without_effect_tokens(lowered_with_own_names(exported, _retraced))
-            except Exception as error:
-                raise CaptureError(name, _lowering_reason(error, Lowering.FUNCTION_TRANSFORMS)) from error
+            exported = _lowered(name, exported, Lowering.FUNCTION_TRANSFORMS)
     return CapturedGraph(name=name, exported=exported, graph_module=exported.graph_module, example_inputs=inputs,
                          returns_state=returns_state, lowered=lowered)  # fmt: skip
