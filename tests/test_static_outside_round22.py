@@ -43,3 +43,29 @@ def test_forward_ad_whose_tangent_the_lowering_drops_is_refused(decompose):
         StaticModule(model, inputs, StaticOptions(decompose=decompose))
     assert "makes the model's output(s) [1] None" in refused.value.reason
     assert "torch.autograd.forward_ad" in refused.value.reason
+
+
+class Rewritten(nn.Module):
+    """A ``__call__`` of its own that fills in ``forward``'s bias before ``nn.Module.__call__``,
+    as the round's ``call_rewritten`` first did (the sweep's model now gives ``forward`` the
+    arguments ``__call__`` takes, and runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 8)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return super().__call__(x / 2.0, torch.ones(8))
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) + bias
+
+
+def test_a_call_of_its_own_taking_other_arguments_than_forward_is_refused_so():
+    """Export binds the call to ``forward``'s signature, and its ``TypeError`` ("missing a
+    required argument: 'bias'") named an argument the user's call never had. The refusal now
+    says the model's ``__call__`` takes other arguments than ``forward`` and what would do."""
+    with pytest.raises(CaptureError) as refused:
+        StaticModule(Rewritten().eval(), (torch.randn(2, 16),))
+    assert "Rewritten has a __call__ of its own" in refused.value.reason
+    assert "missing a required argument: 'bias'" in refused.value.reason

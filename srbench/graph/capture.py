@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import inspect
 import itertools
 import operator
 import os
@@ -129,6 +130,25 @@ def _reason(error: BaseException) -> str:
         # torch 2.11's export refuses a generator outright
         return f"{explicit_generator()} ({error_summary(error)})"
     return error_summary(error)
+
+
+def _own_call_reason(model: torch.nn.Module, inputs: Inputs) -> str | None:
+    """Why export refused a model whose class has a ``__call__`` of its own that takes other
+    arguments than ``forward`` (a wrapper filling in an argument before ``nn.Module.__call__``),
+    or ``None``. Export binds the call's arguments to ``forward``'s signature before it calls
+    the model (through its ``__call__``, which it does run), and its ``TypeError`` ("missing a
+    required argument: 'bias'") named an argument the user's call never had."""
+    if type(model).__call__ is torch.nn.Module.__call__:
+        return None
+    try:
+        inspect.signature(model.forward).bind(*inputs.args, **inputs.kwargs)
+    except TypeError as error:
+        return (
+            f"{type(model).__name__} has a __call__ of its own, and torch.export binds the call's "
+            f"arguments to forward's signature, which does not take them ({error}); give forward the "
+            "arguments __call__ takes, or prepare a module whose forward makes the call"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -472,7 +492,8 @@ def capture(
         try:
             exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
-            raise CaptureError(name, _reason(error), model_source_line(error)) from error
+            reason = _own_call_reason(model, inputs) or _reason(error)
+            raise CaptureError(name, reason, model_source_line(error)) from error
         if grad_switches:
             raise CaptureError(name, DROPPED_GRAD_SWITCH)
         if (generator := lifted_generator(exported)) is not None:  # before lowering: the model's own op
