@@ -60,6 +60,24 @@ def test_a_capture_failing_inside_vmap_leaves_the_process_outside_it():
     _outside_every_transform()
 
 
+def test_decompose_does_not_advise_dropping_decompose_where_the_retrace_fails_too():
+    """Under ``decompose`` torch's lowering failed on the nested ``vmap`` and the refusal said the
+    model "can be prepared without decompose"; without it torch's retrace fails alike (the
+    re-sweep of 2026-11-29 09:08 UTC, ``s5_complex_state``). Both now give the retrace's refusal
+    (a torch whose retrace succeeds captures the model)."""
+    refusals = []
+    for decompose in (False, True):
+        try:
+            capture(NestedVmap().eval(), _nested_call(), decompose=decompose)
+        except CaptureError as refusal:
+            refusals.append(str(refusal))
+    if refusals:
+        assert len(refusals) == 2 and refusals[0] == refusals[1], refusals
+        assert "torch's retrace of the model's torch.func transforms" in refusals[1]
+        assert "without decompose" not in refusals[1]
+    _outside_every_transform()
+
+
 def test_preparing_after_a_refused_vmap_model_builds_and_runs_the_next():
     """The sweep's sequence, through ``StaticModule``: the refused model, then a model whose
     construction draws random numbers, prepared and run as eager runs it."""

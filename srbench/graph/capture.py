@@ -254,11 +254,16 @@ class Lowering(enum.Enum):
 def _lowered(name: str, exported: ExportedProgram, lowering: Lowering) -> ExportedProgram:
     """``exported`` after torch's ``lowering``, refused where it fails (the model's code ran
     fine: torch's own lowering did not) or where it drops an output the model answers with
-    (:func:`_dropped_outputs`)."""
+    (:func:`_dropped_outputs`). Where the core-ATen lowering fails on a graph holding
+    ``torch.func`` transforms, its advice to prepare without ``decompose`` holds only if torch's
+    retrace of them succeeds, so that retrace is tried first and its refusal given where it fails
+    too (S5's nested ``vmap`` failed both ways, and was told it could be prepared without)."""
     traced = _user_outputs(exported)
     try:
         lowered = _without_effect_tokens(lowered_with_own_names(exported, lowering.lower))
     except Exception as error:  # torch raises many types here
+        if lowering is Lowering.CORE_ATEN and _transforms_functions(exported.graph):
+            _lowered(name, exported, Lowering.FUNCTION_TRANSFORMS)  # what preparing without decompose meets
         raise CaptureError(name, _lowering_reason(error, lowering)) from error
     if dropped := _dropped_outputs(traced, _user_outputs(lowered)):
         raise CaptureError(name, _dropped_reason(dropped, lowering, exported.graph))
