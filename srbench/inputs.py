@@ -11,7 +11,8 @@ way the model is: ``runtime(*args, **kwargs)``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
+import inspect
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,12 +51,6 @@ class Inputs:
             f"example inputs must be srbench.inputs.Inputs or a tuple of positional arguments, "
             f"got {type(value).__name__}"
         )
-
-    def canonical(self) -> Inputs:
-        """The same call with its keyword arguments in name order. ``torch.export`` flattens
-        keyword arguments in the order given; runtimes that flatten calls use this order, so the
-        order a caller writes them in does not matter."""
-        return Inputs(self.args, {key: self.kwargs[key] for key in sorted(self.kwargs)})
 
     def leaves(self) -> list[Any]:
         """Every leaf (tensors and scalars), flattened as ``torch.export`` flattens the call."""
@@ -103,6 +98,56 @@ class Inputs:
         """Every leaf with its path: ``args[0]``, ``args[1]['mask']``, ``kwargs['scale']``."""
         flat, _ = flatten_with_paths({"args": self.args, "kwargs": dict(self.kwargs)})
         return [(_path(keys), leaf) for keys, leaf in flat]
+
+
+@dataclass(frozen=True)
+class KeywordOrder:
+    """Which keyword arguments' order a model sees. Python binds a keyword argument to a named
+    parameter by name, so those may be written in any order: they are taken in name order, and
+    one program serves every order. Those a ``**kwargs`` parameter collects keep the call's order,
+    which ``forward`` may iterate (``torch.cat(list(parts.values()))``): their order is part of the
+    call, and a program traced through one order answers wrongly for another (it did: srbench
+    took every keyword in name order, and ``model(x, b=b, a=a)`` ran the program of
+    ``model(x, a=a, b=b)``). A hook registered ``with_kwargs`` is given the whole keyword dict:
+    then every keyword's order is seen, as where the signature cannot be read. ``torch.export``
+    flattens keyword arguments in the order given; the runtimes that flatten calls (the static
+    runtime, the TorchScript and ONNX Runtime peers) flatten them in this arrangement."""
+
+    collects: bool = False  # whether a ``**kwargs`` parameter (or a hook) sees keywords in call order
+    named: frozenset[str] = frozenset()  # the parameters a keyword binds to by name
+
+    @classmethod
+    def of(cls, model: Callable[..., Any]) -> KeywordOrder:
+        """The keyword order ``model`` (a module: its ``forward`` and hooks) sees."""
+        hooks = [
+            getattr(model, table, None) for table in ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs")
+        ]
+        if any(hooks):
+            return cls(collects=True)
+        try:
+            parameters = inspect.signature(getattr(model, "forward", model)).parameters.values()
+        except (TypeError, ValueError):
+            return cls(collects=True)
+        by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return cls(
+            collects=any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters),
+            named=frozenset(p.name for p in parameters if p.kind in by_name),
+        )
+
+    def seen(self, keys: Iterable[str]) -> tuple[str, ...]:
+        """Those of ``keys`` (a call's keywords, in its order) whose order the model sees."""
+        return tuple(key for key in keys if key not in self.named) if self.collects else ()
+
+    def arrange(self, inputs: Inputs) -> Inputs:
+        """``inputs`` with the keywords bound by name first, in name order, then those whose order
+        the model sees, in the call's: the order a program of theirs is captured and flattened in."""
+        seen = self.seen(inputs.kwargs)
+        by_name = sorted(key for key in inputs.kwargs if key not in seen)
+        return Inputs(inputs.args, {key: inputs.kwargs[key] for key in (*by_name, *seen)})
+
+
+# the arrangement for a callee that sees no keyword's order: every keyword in name order
+KEYWORDS_BY_NAME = KeywordOrder()
 
 
 def flatten_with_paths(tree: Any) -> tuple[list[tuple[pytree.KeyPath, Any]], pytree.TreeSpec]:

@@ -33,7 +33,7 @@ from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from srbench.formatting import error_summary, first_line
-from srbench.inputs import Inputs
+from srbench.inputs import Inputs, KeywordOrder
 from srbench.runtimes import EagerMode, RuntimeOptions, RuntimeUnavailable, UnsupportedRuntime
 
 # Loggers of the exporter and its ONNX libraries: they report, at INFO and WARNING, every skipped
@@ -204,7 +204,8 @@ class OnnxRuntime:
         self.options = options
         self._sessions: dict[tuple, _Session] = {}
         self._last: tuple[tuple, _Session] | None = None
-        self._session(example_inputs.canonical())
+        self._keyword_order = KeywordOrder.of(model)  # a session per order of the keywords the model sees
+        self._session(self._keyword_order.arrange(example_inputs))
 
     def _session(self, inputs: Inputs) -> _Session:
         key = _signature(inputs)
@@ -215,7 +216,7 @@ class OnnxRuntime:
         return session
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        inputs = Inputs(args, kwargs).canonical()  # exported with keyword arguments in name order
+        inputs = self._keyword_order.arrange(Inputs(args, kwargs))  # exported with keyword arguments so
         last = self._last
         session = last[1] if last is not None and last[0] == _signature(inputs) else self._session(inputs)
         return session(inputs)

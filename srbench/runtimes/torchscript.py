@@ -22,7 +22,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from srbench.formatting import error_summary
-from srbench.inputs import Inputs
+from srbench.inputs import Inputs, KeywordOrder
 from srbench.runtimes import EagerMode, RuntimeOptions, UnsupportedRuntime, quiet_jit
 
 
@@ -42,7 +42,8 @@ class FlatCall(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, example: Inputs):
         super().__init__()
         self.model = model
-        leaves, self.structure = pytree.tree_flatten(_tree(example))
+        self.keyword_order = KeywordOrder.of(model)  # a call's keywords flattened in this arrangement
+        leaves, self.structure = pytree.tree_flatten(_tree(self.keyword_order.arrange(example)))
         self.scalars = {index: leaf for index, leaf in enumerate(leaves) if not isinstance(leaf, torch.Tensor)}
         self.count = len(leaves)
         self.returned: pytree.TreeSpec | None = None  # set by the traced call
@@ -74,7 +75,7 @@ class FlatCall(torch.nn.Module):
 
     def tensors(self, args: tuple, kwargs: dict[str, Any]) -> list[torch.Tensor]:
         """The tensors of the call ``(args, kwargs)``, in the order :meth:`forward` takes them."""
-        leaves, structure = pytree.tree_flatten(_tree(Inputs(args, kwargs)))
+        leaves, structure = pytree.tree_flatten(_tree(self.keyword_order.arrange(Inputs(args, kwargs))))
         if structure != self.structure:
             raise CallMismatch(
                 f"the traced module takes calls shaped {_one_line(self.structure)}, not {_one_line(structure)}"
@@ -88,8 +89,7 @@ class FlatCall(torch.nn.Module):
 
 
 def _tree(inputs: Inputs) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    canonical = inputs.canonical()
-    return canonical.args, dict(canonical.kwargs)
+    return inputs.args, dict(inputs.kwargs)
 
 
 def _one_line(structure: pytree.TreeSpec) -> str:

@@ -732,7 +732,8 @@ class CodeWriter:
     def unpack(self, guard: bool) -> list[str]:
         """Lines binding ``in_0, in_1, ...`` (one per leaf of the signature, in flattening order)
         from ``args`` and ``kwargs``. With ``guard``, a call unlike the signature goes to the
-        miss hook: every container's type and length (a dict's keys through the lookups), every
+        miss hook: every container's type and length (a dict's keys in order; the keyword
+        arguments' through the lookups, and the order of those the model sees), every
         scalar's type and value, every tensor's shape, strides, dtype and device, and, for a
         program that needs it, that the tensors share memory as they did at prepare time.
         Tuples, lists, dicts and named tuples are read directly; other registered containers
@@ -788,6 +789,12 @@ class CodeWriter:
             bind(child, f"args[{index}]")
         for key, child in zip(kwargs_spec.context, kwargs_spec.children()):
             bind(child, f"kwargs[{key!r}]")
+        if len(self.signature.ordered_keywords) > 1:  # the keywords a **kwargs takes in the call's order
+            ordered = self.signature.ordered_keywords
+            checks.append(
+                f"[key for key in kwargs if key in {self.constant(frozenset(ordered), 'in_ordered')}] != "
+                f"{self.constant(list(ordered), 'in_order')}"
+            )
         if not guard:
             return ["    " + line for line in lines]
         for i, value in enumerate(self.signature.leaves):

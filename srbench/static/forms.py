@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
-from srbench.inputs import Inputs
+from srbench.inputs import KEYWORDS_BY_NAME, Inputs, KeywordOrder
 from srbench.static.recency import keep_newest
 
 # Compiled adapters a module keeps, and adapters a runtime keeps per program: a model taking
@@ -113,10 +113,17 @@ class Rebinding:
     args: tuple[Source, ...]
     kwargs: tuple[tuple[str, Source], ...]
     left_out: tuple[tuple[Positional | Keyword, Default], ...] = ()
+    # the call's keywords a ``**kwargs`` parameter collects: passed on after :attr:`kwargs`, in the
+    # call's order, which the model sees (:class:`~srbench.inputs.KeywordOrder`) and the program's
+    # guard checks; in a fixed order, every order ran the program of that one
+    collected: frozenset[str] = frozenset()
 
     def apply(self, inputs: Inputs) -> Inputs:
         """``inputs`` (of form :attr:`given`) in the program's form."""
-        return Inputs(tuple(s.read(inputs) for s in self.args), {name: s.read(inputs) for name, s in self.kwargs})
+        collected = {name: value for name, value in inputs.kwargs.items() if name in self.collected}
+        return Inputs(
+            tuple(s.read(inputs) for s in self.args), {**{name: s.read(inputs) for name, s in self.kwargs}, **collected}
+        )
 
     def source(self) -> tuple[str, dict[str, Any]]:
         """The adapter's source, ``adapted(*args, **kwargs)``, and the constants it reads besides
@@ -128,7 +135,7 @@ class Rebinding:
         another goes on to the runtime's slow path); a call moved is kept there while it runs,
         for the slow path that the program's guard sends it to (another shape) to see it as
         written, and let go after (the caller's tensors are not held)."""
-        constants: dict[str, Any] = {"_keywords": self.given.keywords, "_rebinding": self}
+        constants: dict[str, Any] = {"_keywords": self.given.keywords, "_rebinding": self, "_collected": self.collected}
         checks = [
             f"len(args) != {self.given.positional}",
             "kwargs.keys() != _keywords" if self.given.keywords else "kwargs",
@@ -153,6 +160,8 @@ class Rebinding:
             parts += [f"{name}={value}" for name, value in named]
         elif named:
             parts.append("**{" + ", ".join(f"{name!r}: {value}" for name, value in named) + "}")
+        if self.collected:
+            parts.append("**{name: kwargs[name] for name in kwargs if name in _collected}")
         source = "\n".join(
             [
                 "def adapted(*args, **kwargs):",
@@ -169,7 +178,11 @@ class Rebinding:
 
 
 def rebinding(
-    function: Callable[..., Any], inputs: Inputs, positional: int, keywords: frozenset[str]
+    function: Callable[..., Any],
+    inputs: Inputs,
+    positional: int,
+    keywords: frozenset[str],
+    keyword_order: KeywordOrder = KEYWORDS_BY_NAME,
 ) -> Rebinding | None:
     """How ``inputs`` move to the form of a call of ``function`` with ``positional`` positional
     arguments and the keyword arguments ``keywords`` (plus, by keyword, any argument beyond them
@@ -178,8 +191,8 @@ def rebinding(
     form already, or where rebinding cannot give that form (``*args`` given, a signature Python
     cannot read or bind): the signature check then names the difference."""
     given = Form.of(inputs)
-    if given == Form(positional, keywords):
-        return None
+    if given == Form(positional, keywords) or (keyword_order.collects and not keyword_order.named):
+        return None  # in form; or every keyword's order seen (a hook given them): prepared as written
     try:
         signature = inspect.signature(function)
         bound = signature.bind(
@@ -197,6 +210,7 @@ def rebinding(
         return found if found is not None else Default.of(parameter.default)
 
     kwargs: list[tuple[str, Source]] = []
+    collected: frozenset[str] = frozenset()
     left_out: list[tuple[Positional | Keyword, Default]] = []
     for parameter in parameters:
         where = bound.arguments.get(parameter.name)
@@ -206,15 +220,17 @@ def rebinding(
             if where:
                 return None
         elif parameter.kind is parameter.VAR_KEYWORD:
-            kwargs += [(name, found) for name, found in (where or {}).items()]
+            collected = frozenset(where or {})
         elif parameter.name in keywords or (where is not None and not _is_default(parameter, where.read(inputs))):
             if parameter.kind is parameter.POSITIONAL_ONLY:
                 return None
             kwargs.append((parameter.name, source(parameter)))
         elif where is not None:
             left_out.append((where, Default.of(parameter.default)))
-    found = Rebinding(given, tuple(source(p) for p in parameters if p.name in names), tuple(kwargs), tuple(left_out))
-    return None if Form(positional, frozenset(name for name, _ in kwargs)) == given else found
+    found = Rebinding(
+        given, tuple(source(p) for p in parameters if p.name in names), tuple(kwargs), tuple(left_out), collected
+    )
+    return None if Form(positional, frozenset(name for name, _ in kwargs) | collected) == given else found
 
 
 class Adapters:

@@ -16,7 +16,7 @@ import torch
 from srbench.graph import CapturedGraph
 from srbench.graph.ambient_autocast import ambient_autocast, leave_autocast
 from srbench.graph.subgraph import Subgraph
-from srbench.inputs import Inputs
+from srbench.inputs import Inputs, KeywordOrder
 from srbench.options import StaticOptions
 from srbench.planners import get_planner
 from srbench.static.errors import FailureScope, InputSignatureError, UnsupportedOpError
@@ -130,6 +130,7 @@ class StaticModule:
         self.out_variants = out_variants if out_variants is not None else OUT_VARIANTS
         self.argument_names = tuple(positional_names(model.forward, len(example.args)))
         self.keyword_names = frozenset(example.kwargs)
+        self.keyword_order = KeywordOrder.of(model)
         self._lock = threading.Lock()
         # taken by each run of a program that writes the model's parameters or buffers: that state
         # is the model's, one for every runtime of the module, so such runs take turns (re-entrant:
@@ -143,7 +144,7 @@ class StaticModule:
         start = time.perf_counter()
         cache_enabled = torch.is_autocast_cache_enabled()
         example_signature = self.signature_of(example)
-        problem = input_without_data(example, example_signature.paths)
+        problem = input_without_data(self.keyword_order.arrange(example), example_signature.paths)
         if problem is not None:
             raise InputSignatureError(f"model {name!r}: {problem}")
         self._example_key = example_signature.key
@@ -159,7 +160,7 @@ class StaticModule:
         self.signature: InputSignature = self.prepared.signature
 
     def signature_of(self, inputs: Inputs) -> InputSignature:
-        return InputSignature.of(inputs, self.argument_names)
+        return InputSignature.of(inputs, self.argument_names, self.keyword_order)
 
     def _prepare(
         self, inputs: Inputs, signature: InputSignature, captured: CapturedGraph | None = None
@@ -329,7 +330,7 @@ class StaticModule:
         """How ``inputs`` move between positional and keyword to the form the example passed
         them in (:func:`~srbench.static.forms.rebinding`): eager takes ``model(x, y=y)`` for
         ``model(x, y)``, and so does the runtime; ``None`` where they are in it."""
-        return rebinding(self.model.forward, inputs, len(self.argument_names), self.keyword_names)
+        return rebinding(self.model.forward, inputs, len(self.argument_names), self.keyword_names, self.keyword_order)
 
     def in_prepared_form(self, inputs: Inputs) -> Inputs:
         """``inputs`` moved to their program's form (:meth:`rebinding`)."""
@@ -345,7 +346,8 @@ class StaticModule:
         inputs = Inputs.coerce(inputs)
         given = self.signature_of(inputs)
         problem = self.signature.device_difference(given, self.prepared.device, self.weights_device)
-        problem = problem or input_without_data(inputs, given.paths)  # a FakeTensor tells a device
+        # a FakeTensor tells a device
+        problem = problem or input_without_data(self.keyword_order.arrange(inputs), given.paths)
         if problem:
             raise self._signature_error(given, problem)
         return given

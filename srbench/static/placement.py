@@ -39,9 +39,10 @@ def without_data(tensor: torch.Tensor) -> str | None:
 
 
 def input_without_data(inputs: Inputs, paths: Sequence[str]) -> str | None:
-    """Which of ``inputs`` (their leaves named by ``paths``, in flattening order) holds no data,
-    and what to give instead; ``None`` where every tensor has data."""
-    for path, leaf in zip(paths, inputs.canonical().leaves()):
+    """Which of ``inputs`` (their leaves named by ``paths``, in flattening order: arranged as their
+    signature, :class:`~srbench.inputs.KeywordOrder`) holds no data, and what to give instead;
+    ``None`` where every tensor has data."""
+    for path, leaf in zip(paths, inputs.leaves()):
         problem = without_data(leaf) if isinstance(leaf, torch.Tensor) else None
         if problem is not None:
             return (

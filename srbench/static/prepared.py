@@ -39,7 +39,7 @@ from srbench.graph.lowered_autocast import lower_casting_regions
 from srbench.graph.lowered_program import lowered_program_failure
 from srbench.graph.nodes import enters_autocast
 from srbench.graph.subgraph import Subgraph, capture_subgraph
-from srbench.inputs import Inputs
+from srbench.inputs import Inputs, KeywordOrder
 from srbench.memory.hosting import NO_HOSTING, Hosting, estimated_peak, plan_hosting, validate_hosting
 from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes, has_static_geometry
 from srbench.memory.records import TensorUsageRecord
@@ -214,7 +214,7 @@ def capture_graph(model: torch.nn.Module, inputs: Inputs, options: StaticOptions
     ``options.decompose`` unless inputs share memory (see the module docstring), after the checks
     of what a capture cannot hold (:func:`_capture`); a control-flow op's sub-block, already
     captured with its model, is copied with the metadata of ``inputs``."""
-    inputs = inputs.canonical()
+    inputs = KeywordOrder.of(model).arrange(inputs)
     if isinstance(model, Subgraph):
         return capture_subgraph(model, inputs, name=name)
     decompose = options.decompose and not InputSignature.of(inputs).shares_memory
@@ -568,8 +568,9 @@ def prepare_graph(
     cannot be told from the plan alone (it does not see the scratch of unserved ops, of oneDNN, of
     worker threads). Of equal peaks, the program managing more bytes is kept."""
     start = time.perf_counter()
-    inputs = inputs.canonical()  # the placeholders follow the keyword arguments' name order
-    signature = InputSignature.of(inputs, argument_names)
+    keyword_order = KeywordOrder.of(model)
+    inputs = keyword_order.arrange(inputs)  # the placeholders follow the keyword arguments' arrangement
+    signature = InputSignature.of(inputs, argument_names, keyword_order)
     if captured is None:
         captured = capture_graph(model, inputs, options, name=name)
     rebound = _rebound_state(captured, model)

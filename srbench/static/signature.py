@@ -5,7 +5,8 @@ scalars, flattens them, and gives the graph one placeholder per leaf, in flatten
 tensor placeholder, or a constant for a scalar (the value is baked into the graph). An
 :class:`InputSignature` records the same flattening for one call: the structure (the pytree spec
 of ``(args, kwargs)``, keyword arguments in name order, so their order at a call does not
-matter), one :class:`TensorLeaf` or :class:`ScalarLeaf` per leaf, a readable path for each
+matter, except those a ``**kwargs`` parameter collects: :class:`~srbench.inputs.KeywordOrder`),
+one :class:`TensorLeaf` or :class:`ScalarLeaf` per leaf, a readable path for each
 (``pair['a'][0]``, ``attention_mask``), and which tensors share memory.
 
 Two calls with equal :attr:`~InputSignature.key` run the same program; a call of another key
@@ -30,7 +31,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
 
-from srbench.inputs import Inputs, flatten_with_paths
+from srbench.inputs import KEYWORDS_BY_NAME, Inputs, KeywordOrder, flatten_with_paths
 from srbench.static.errors import InputSignatureError
 from srbench.static.placement import program_device
 from srbench.static.value_keys import contexts_key, value_key
@@ -155,13 +156,17 @@ class InputSignature:
     paths: tuple[str, ...]
     sharing: tuple[tuple[int, int], ...]
     argument_names: tuple[str, ...] = ()  # the model's positional parameters, for messages
+    # the keywords whose order the model sees, in the call's order (the guard checks it)
+    ordered_keywords: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, inputs: Inputs, names: Sequence[str] = ()) -> InputSignature:
+    def of(
+        cls, inputs: Inputs, names: Sequence[str] = (), keyword_order: KeywordOrder = KEYWORDS_BY_NAME
+    ) -> InputSignature:
         """The signature of ``inputs``; ``names`` are the model's positional parameter names
-        (for readable paths)."""
-        canonical = inputs.canonical()
-        flat, structure = flatten_with_paths((canonical.args, dict(canonical.kwargs)))
+        (for readable paths); ``keyword_order``: which keywords' order the model sees."""
+        arranged = keyword_order.arrange(inputs)
+        flat, structure = flatten_with_paths((arranged.args, dict(arranged.kwargs)))
         leaves = [leaf for _, leaf in flat]
         paths = tuple(_readable(keys, names) for keys, _ in flat)
         for path, leaf in zip(paths, leaves):
@@ -170,7 +175,14 @@ class InputSignature:
                     f"input {path} is a {str(leaf.layout).removeprefix('torch.')} tensor: the static runtime "
                     "takes strided (dense) tensors as inputs (sparse results of ops inside the model are supported)"
                 )
-        return cls(structure, tuple(_leaf(leaf) for leaf in leaves), paths, sharing_of(*leaves), tuple(names))
+        return cls(
+            structure,
+            tuple(_leaf(leaf) for leaf in leaves),
+            paths,
+            sharing_of(*leaves),
+            tuple(names),
+            keyword_order.seen(arranged.kwargs),
+        )
 
     @property
     def key(self) -> tuple:
@@ -281,6 +293,10 @@ def _structure_difference(
                 for part in (
                     f"missing {', '.join(missing)}" if missing else "",
                     f"unexpected {', '.join(extra)}" if extra else "",
+                    ""
+                    if missing or extra
+                    else f"given in the order {', '.join(kwargs_got.context)}, which the model "
+                    f"sees (its **kwargs), prepared in {', '.join(kwargs_want.context)}",
                 )
                 if part
             )
