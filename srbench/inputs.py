@@ -108,8 +108,8 @@ class KeywordOrder:
     which ``forward`` may iterate (``torch.cat(list(parts.values()))``): their order is part of the
     call, and a program traced through one order answers wrongly for another (it did: srbench
     took every keyword in name order, and ``model(x, b=b, a=a)`` ran the program of
-    ``model(x, a=a, b=b)``). A hook registered ``with_kwargs`` is given the whole keyword dict:
-    then every keyword's order is seen, as where the signature cannot be read. ``torch.export``
+    ``model(x, a=a, b=b)``). A hook registered ``with_kwargs`` is given the whole keyword dict, as is
+    a module's own ``__call__``: then every keyword's order is seen, as where the signature cannot be read. ``torch.export``
     flattens keyword arguments in the order given; the runtimes that flatten calls (the static
     runtime, the TorchScript and ONNX Runtime peers) flatten them in this arrangement."""
 
@@ -118,11 +118,13 @@ class KeywordOrder:
 
     @classmethod
     def of(cls, model: Callable[..., Any]) -> KeywordOrder:
-        """The keyword order ``model`` (a module: its ``forward`` and hooks) sees."""
+        """The keyword order ``model`` (a module: its ``forward``, its hooks, its own ``__call__``)
+        sees."""
         hooks = [
             getattr(model, table, None) for table in ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs")
         ]
-        if any(hooks):
+        own_call = isinstance(model, torch.nn.Module) and type(model).__call__ is not torch.nn.Module.__call__
+        if any(hooks) or own_call:  # given the keyword dict as the call wrote it
             return cls(collects=True)
         try:
             parameters = inspect.signature(getattr(model, "forward", model)).parameters.values()

@@ -145,3 +145,19 @@ def test_the_torchscript_peer_refuses_another_order_the_model_sees():
     )
     with pytest.raises(CallMismatch, match="traced module takes calls shaped"):
         runtime(v["x"], gain=v["g"], b=v["b"], a=v["a"])
+
+
+def test_an_own_call_given_the_keywords_sees_their_order():
+    """A module's own ``__call__`` taking ``**kwargs`` is given them as the call wrote them."""
+
+    class FirstScaled(Weighted):
+        def __call__(self, x: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+            first = next(iter(kwargs))
+            return super().__call__(x, **{**kwargs, first: kwargs[first] * 3})
+
+    v = _values()
+    model = FirstScaled()
+    runtime = StaticModule(model, Inputs.of(v["x"], a=v["a"], b=v["b"])).runtime()
+    for _ in range(2):
+        for kwargs in ({"b": v["b"], "a": v["a"]}, {"a": v["a"], "b": v["b"]}):
+            torch.testing.assert_close(runtime(v["x"], **kwargs), model(v["x"], **kwargs), rtol=0, atol=0)
