@@ -108,10 +108,11 @@ class KeywordOrder:
     which ``forward`` may iterate (``torch.cat(list(parts.values()))``): their order is part of the
     call, and a program traced through one order answers wrongly for another (it did: srbench
     took every keyword in name order, and ``model(x, b=b, a=a)`` ran the program of
-    ``model(x, a=a, b=b)``). A hook registered ``with_kwargs`` is given the whole keyword dict, as is
-    a module's own ``__call__``: then every keyword's order is seen, as where the signature cannot be read. ``torch.export``
-    flattens keyword arguments in the order given; the runtimes that flatten calls (the static
-    runtime, the TorchScript and ONNX Runtime peers) flatten them in this arrangement."""
+    ``model(x, a=a, b=b)``). A hook registered ``with_kwargs`` is given the whole keyword dict, as
+    is a module's own ``__call__``: then every keyword's order is seen, as where the signature
+    cannot be read. ``torch.export`` flattens keyword arguments in the order given; the runtimes
+    that flatten calls (the static runtime, the TorchScript and ONNX Runtime peers) flatten them in
+    this arrangement."""
 
     collects: bool = False  # whether a ``**kwargs`` parameter (or a hook) sees keywords in call order
     named: frozenset[str] = frozenset()  # the parameters a keyword binds to by name
