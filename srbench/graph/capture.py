@@ -31,6 +31,7 @@ from torch.utils import _pytree as pytree
 
 from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
+from srbench.graph.argument_changes import argument_changes, changed_arguments_reason
 from srbench.graph.buffer_writes import sub_module_buffers_written
 from srbench.graph.capture_logs import held_while_capturing
 from srbench.graph.eager_paths import eager_inference_paths
@@ -482,7 +483,8 @@ def capture(
     # inside a torch.func transform does not leave the process inside it (srbench.graph.transform_levels);
     # function_caches_kept: a library's lru_cache filled under export's fake tensors is cleared
     # (srbench.graph.function_caches); held_while_capturing: what torch writes about a failure the
-    # CaptureError says anyway (srbench.graph.capture_logs)
+    # CaptureError says anyway (srbench.graph.capture_logs); argument_changes: a list or dict of
+    # the call that forward changes in Python, which the program cannot (srbench.graph.argument_changes)
     with (
         _EXPORT_LOCK,
         held_while_capturing(),
@@ -495,10 +497,13 @@ def capture(
         dropped_grad_switches() as grad_switches,
     ):
         try:
-            exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
+            with argument_changes(model) as changed:
+                exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
             reason = _own_call_reason(model, inputs) or _reason(error)
             raise CaptureError(name, reason, model_source_line(error)) from error
+        if changed:
+            raise CaptureError(name, changed_arguments_reason(changed))
         if grad_switches:
             raise CaptureError(name, DROPPED_GRAD_SWITCH)
         if (generator := lifted_generator(exported)) is not None:  # before lowering: the model's own op

@@ -277,6 +277,7 @@ def _check_inputs_after(got: Inputs, original: Inputs, expected: Inputs, run: st
     into a caller's static cache was reported wrong under ``decompose`` for a difference of 1e-7
     in the second layer's keys)."""
     _check_readable((got.args, dict(got.kwargs)), "input", run)
+    _check_containers_after(got, expected, run)
     for (path, now), (_, before), (_, want) in zip(got.with_paths(), original.with_paths(), expected.with_paths()):
         if not isinstance(want, torch.Tensor):
             continue
@@ -291,6 +292,39 @@ def _check_inputs_after(got: Inputs, original: Inputs, expected: Inputs, run: st
                 else ("was modified (eager leaves it unchanged)")
             )
             raise EquivalenceError(f"{run}: input {path} {what}\n{error}") from None
+
+
+_PLAIN_VALUES = (bool, int, float, complex, str, type(None))
+
+
+def _check_containers_after(got: Inputs, expected: Inputs, run: str) -> None:
+    """The runtime's call must hold, after it, the items eager's holds: a model may change the
+    lists and dicts it is called with in Python (``trace.append(h)``, ``state["h"] = h``), and the
+    leaf-by-leaf comparison below pairs leaves in order, so an item eager added (or removed) went
+    unseen, and a runtime that left the caller's list as it was passed (round 23's
+    ``list_argument_appended``). Plain values put in a leaf's place (a step count) must be equal."""
+    now, want = got.with_paths(), expected.with_paths()
+    now_paths, want_paths = [path for path, _ in now], [path for path, _ in want]
+    if now_paths != want_paths:
+        missing = [path for path in want_paths if path not in now_paths]
+        extra = [path for path in now_paths if path not in want_paths]
+        sides = (("eager's only", missing), ("the runtime's only", extra))
+        detail = "; ".join(f"{what}: {', '.join(paths[:3])}" + (" ..." if len(paths) > 3 else "")
+                           for what, paths in sides if paths)  # fmt: skip
+        raise EquivalenceError(
+            f"{run}: the call's containers hold other items than eager leaves in them (the model changes "
+            f"its arguments in Python: appends, removes or sets items): {detail or 'items in another order'}"
+        )
+    for (path, value), (_, eager_value) in zip(now, want):
+        if isinstance(eager_value, _PLAIN_VALUES) and not _equal_plain(value, eager_value):
+            raise EquivalenceError(f"{run}: input {path} is {value!r} after the call, eager leaves {eager_value!r}")
+
+
+def _equal_plain(value: Any, eager_value: Any) -> bool:
+    """Equal plain values of one type, NaN equal to NaN."""
+    if type(value) is not type(eager_value):
+        return False
+    return bool(value == eager_value) or (value != value and eager_value != eager_value)
 
 
 def check_equivalence(
