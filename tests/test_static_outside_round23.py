@@ -119,3 +119,56 @@ def test_the_protocol_sees_a_plain_value_eager_sets_that_the_runtime_does_not():
     expected = [eager_answer(counting, call) for call in (first, second)]
     with pytest.raises(EquivalenceError, match=r"input args\[1\]\['step'\] is 0 after the call, eager leaves 1"):
         check_equivalence(lambda x, state: x * 2, first, second, *expected, rtol=1e-5, atol=1e-6)
+
+
+class DataRead(nn.Module):
+    """A weight's ``.data`` read in ``forward`` (old code's way to a detached value)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.proj.weight.data.T
+
+
+class DataClamped(nn.Module):
+    """A scale kept in a parameter, clamped in place in ``forward``: through ``.data`` (the round's
+    ``data_attribute_writes``), through ``.detach()`` or under ``no_grad`` (the remedies said)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 4), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.how == "data":
+            self.scale.data.clamp_(0.75, 1.25)
+        elif self.how == "detach":
+            self.scale.detach().clamp_(0.75, 1.25)
+        else:
+            with torch.no_grad():
+                self.scale.clamp_(0.75, 1.25)
+        return x * self.scale
+
+
+@pytest.mark.parametrize("model", [DataRead(), DataClamped("data")], ids=["read", "written"])
+def test_data_in_forward_is_refused_naming_it(model):
+    """Export lifts what ``.data`` returns as a constant it cannot fill and stopped with "We found
+    a fake tensor in the exported program constant's list ... Please file an issue on github",
+    naming a ``lifted_tensor_0`` the model does not have. The refusal now names ``.data`` and
+    what to write instead."""
+    with pytest.raises(CaptureError) as refused:
+        StaticModule(model.eval(), (torch.randn(2, 4),))
+    assert "most often a tensor's .data" in refused.value.reason
+    assert ".detach() where a detached value is meant" in refused.value.reason
+
+
+@pytest.mark.parametrize("how", ["detach", "no_grad"])
+def test_the_remedies_said_for_data_run(how):
+    model, twin = DataClamped(how).eval(), DataClamped(how).eval()
+    x = torch.randn(2, 4)
+    runtime = StaticModule(model, (x,)).runtime()
+    with torch.no_grad():
+        torch.testing.assert_close(runtime(x), twin(x))
+    torch.testing.assert_close(model.scale, twin.scale)  # the clamp written into the parameter

@@ -92,6 +92,9 @@ _MACHINERY = tuple(
 
 # How torch's data-dependent error begins where Python asked for a concrete int, not a branch's bool.
 _CONCRETE_INT = "Could not extract specialized integer from data-dependent expression"
+# How export's error begins where forward made a tensor it lifts as a constant it cannot fill: a
+# parameter's, buffer's or input's ``.data`` (read or written) in forward makes one
+_FAKE_CONSTANT = "We found a fake tensor in the exported program constant's list"
 
 
 def model_source_line(error: BaseException) -> str | None:
@@ -126,6 +129,13 @@ def _reason(error: BaseException) -> str:
             "the model's Python reads a tensor's value to decide what to run (a branch, a loop or a "
             "size taken from data), which a captured graph cannot hold; write the branch with "
             f"torch.cond (loops: torch.while_loop), or decide outside the model ({error_summary(error)})"
+        )
+    if str(error).startswith(_FAKE_CONSTANT):
+        return (
+            "forward makes a tensor that export cannot trace back to the model's parameters, buffers or "
+            "inputs and lifts as a constant it cannot fill; most often a tensor's .data (read or written "
+            "in place: self.weight.data, x.data): use the tensor itself (.detach() where a detached value "
+            f"is meant, an in-place write under torch.no_grad()) ({error_summary(error)})"
         )
     if isinstance(error, NotImplementedError) and "Generator" in str(error):
         # torch 2.11's export refuses a generator outright
