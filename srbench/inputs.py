@@ -137,6 +137,12 @@ class KeywordOrder:
             named=frozenset(p.name for p in parameters if p.kind in by_name),
         )
 
+    @property
+    def sees_every_order(self) -> bool:
+        """Whether the order of every keyword is seen (a hook or an own ``__call__`` given them, a
+        ``forward`` taking ``**kwargs`` alone)."""
+        return self.collects and not self.named
+
     def seen(self, keys: Iterable[str]) -> tuple[str, ...]:
         """Those of ``keys`` (a call's keywords, in its order) whose order the model sees."""
         return tuple(key for key in keys if key not in self.named) if self.collects else ()

@@ -189,9 +189,11 @@ def rebinding(
     given a value other than a scalar default): ``f(x, y=y)`` as ``f(x, y)`` or the reverse, a
     default left out as given or the reverse. ``None`` where ``inputs`` are in their program's
     form already, or where rebinding cannot give that form (``*args`` given, a signature Python
-    cannot read or bind): the signature check then names the difference."""
+    cannot read or bind): the signature check then names the difference; and where the model sees
+    every keyword's order (``keyword_order``: a hook given the call's keywords sees the form too),
+    so that a call in another form is prepared as written."""
     given = Form.of(inputs)
-    if given == Form(positional, keywords) or (keyword_order.collects and not keyword_order.named):
+    if given == Form(positional, keywords) or keyword_order.sees_every_order:
         return None  # in form; or every keyword's order seen (a hook given them): prepared as written
     try:
         signature = inspect.signature(function)
