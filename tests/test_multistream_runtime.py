@@ -514,3 +514,25 @@ def test_inputs_sharing_a_storage_keep_the_graphs_order_on_several_streams(one_t
     expected = [eager_answer(model, call) for call in calls]
     check_result, _ = outside_models._check_option_set(model, case, calls, expected, options, plugin=False)
     assert check_result.outcome is outside_models.Outcome.EQUIVALENT, check_result.detail
+
+
+def test_one_prepare_measures_the_machine_once_for_every_program_it_weighs(one_thread, monkeypatch):
+    """Each candidate program a prepare weighs plans its streams for the machine; it was measured
+    for each (50-160 ms apiece), and is now measured once per thread count within one prepare."""
+    import srbench.schedulers.costs as costs
+    import srbench.static.streams as static_streams
+
+    weighed, measured = [], []
+    monkeypatch.setattr(costs, "measured_parallelism", lambda threads: measured.append(threads) or float(threads))
+    monkeypatch.setattr(costs, "measured_contention", lambda: 0.0)
+
+    def counting(model, threads):
+        weighed.append(threads)
+        return costs.with_measured_machine(model, threads)
+
+    monkeypatch.setattr(static_streams, "with_measured_machine", counting)
+    branches_module(2, measure_choices=True)
+    assert len(weighed) >= 2  # several programs weighed, streams planned for each
+    assert sorted(measured) == sorted(set(weighed))
+    branches_module(2, measure_choices=True)  # another prepare measures the machine again
+    assert len(measured) == 2 * len(set(weighed))

@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -182,22 +184,46 @@ def measure_cost_model(repeats: int = 200) -> CostModel:
     )
 
 
+# the machine as measured within one :func:`machine_measured_once` block, by thread count
+_MEASURED: ContextVar[dict[int, tuple[float, float]] | None] = ContextVar("srbench_measured_machine", default=None)
+
+
+@contextmanager
+def machine_measured_once() -> Iterator[None]:
+    """Within the block, :func:`with_measured_machine` measures the machine once per thread
+    count: one prepare weighs several candidate programs (with and without rewrites, fused
+    layers), each planning streams, and measured each time they cost 50-160 ms more apiece for
+    what a moment earlier's measurement says."""
+    token = _MEASURED.set({})
+    try:
+        yield
+    finally:
+        _MEASURED.reset(token)
+
+
 def with_measured_machine(model: CostModel, threads: int) -> CostModel:
     """``model`` with what this machine offers now: ``cores`` measured with ``threads`` threads
     (:func:`measured_parallelism`), the GIL's contention (:func:`measured_contention`), waits
     and extra streams charged at least a thread hand-off.
     On an idle machine two threads run two kernels at once; on one whose cores other processes
     keep busy they take turns, and concurrency only adds its costs: measured at prepare time,
-    the scheduler sees it and keeps one stream."""
+    the scheduler sees it and keeps one stream (once per :func:`machine_measured_once` block)."""
     from dataclasses import replace
 
+    measured = _MEASURED.get()
+    machine = measured.get(threads) if measured is not None else None
+    if machine is None:
+        machine = (measured_parallelism(threads), measured_contention())
+        if measured is not None:
+            measured[threads] = machine
+    cores, contention = machine
     handoff = 2 * handoff_seconds(200)
     return replace(
         model,
         wait_seconds=max(model.wait_seconds, handoff),
         stream_seconds=max(model.stream_seconds, handoff),
-        cores=measured_parallelism(threads),
-        contention_seconds=measured_contention(),
+        cores=cores,
+        contention_seconds=contention,
     )
 
 

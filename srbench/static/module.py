@@ -19,6 +19,7 @@ from srbench.graph.subgraph import Subgraph
 from srbench.inputs import Inputs, KeywordOrder
 from srbench.options import StaticOptions
 from srbench.planners import get_planner
+from srbench.schedulers.costs import machine_measured_once
 from srbench.static.errors import FailureScope, InputSignatureError, UnsupportedOpError
 from srbench.static.forms import Adapters, Rebinding, rebinding
 from srbench.static.out_variants import OUT_VARIANTS, OutVariantRegistry
@@ -185,15 +186,16 @@ class StaticModule:
                 captured=captured.copy() if self.options.measure_choices else captured,
             )
 
-        prepared = prepared_under(self.options)
-        if self.options.measure_choices:  # rewrites, then several streams, only where measured faster
-            fused_layers = functools.partial(prepared_under, self.options, FUSED_LAYER_PASSES)
-            prepared = prefer_lean_attention(self, prepared, fused_layers, inputs)
-            without_rewrites = replace(self.options, rewrite=False)
-            prepared = keep_faster_rewrites(self, prepared, lambda: prepared_under(without_rewrites), inputs)
-            prepared = keep_faster(self, prepared, inputs)
-        else:
-            prepared = replace(prepared, one_stream=None)
+        with machine_measured_once():  # every candidate's streams planned for one measurement of it
+            prepared = prepared_under(self.options)
+            if self.options.measure_choices:  # rewrites, then several streams, only where measured faster
+                fused_layers = functools.partial(prepared_under, self.options, FUSED_LAYER_PASSES)
+                prepared = prefer_lean_attention(self, prepared, fused_layers, inputs)
+                without_rewrites = replace(self.options, rewrite=False)
+                prepared = keep_faster_rewrites(self, prepared, lambda: prepared_under(without_rewrites), inputs)
+                prepared = keep_faster(self, prepared, inputs)
+            else:
+                prepared = replace(prepared, one_stream=None)
         self._programs[signature.key] = _Program(prepared, prepared.program.compiled(self.name))
         self._evict()
         return prepared
