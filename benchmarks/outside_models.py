@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 560
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 578
 models that are not in the zoo: the first five rounds' 139 here, and the sixth round's 31 in
 ``benchmarks/outside_round6.py``, the seventh's 37 in ``benchmarks/outside_round7.py``, the
 eighth's 40 in ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``:
@@ -42,13 +42,18 @@ heads, queries left no key, lazy modules, compiler-disabled helpers, a head chos
 running statistics in non-persistent buffers, the caller's slices written in place, left padding,
 boolean-mask indexing, ``.item()`` as an int, ``einsum`` ellipses, a generator's stages, nested
 autocast) and transformers
-architectures no earlier round built, and the twenty-second's 19 in
+architectures no earlier round built, the twenty-second's 19 in
 ``benchmarks/outside_round22.py``: hand-written models (ATen overloads called directly, custom
 operators defined by schema, SDPA's causal bias objects, forward-mode AD, a ``__call__`` of its
 own, a ``torch.Size`` argument, a function mode, buffers rebound, the caller's float16 and int64
 tensors written, two-original parametrizations, a nested tensor built in ``forward``, ``scatter``
 reduce strings, ``linalg``'s ``_ex`` routines) and transformers architectures no earlier round
-built; unavailable where those
+built, and the twenty-third's 18 in ``benchmarks/outside_round23.py``: hand-written models (a list
+and a dict argument changed by ``forward``, numpy and complex scalar arguments, a model rewritten
+by ``torch.fx``, wrapped by ``torch.compile`` and by ``nn.DataParallel``, the inputs' overlapping
+views out, Python numbers out, ``index_reduce_``/``put_``/``take``, RReLU and local response norm,
+pruning and the old hook-based norms, ``.data`` in ``forward``) and transformers architectures no
+earlier round built; unavailable where those
 extras are not installed. Each model runs from torch's settings as the sweep started, and what its
 own libraries change at import (``benchmarks/outside_globals.py``), whatever ran before it;
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
@@ -100,7 +105,7 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
 ``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py``,
-``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round22.py`` on the
+``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round23.py`` on the
 smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
@@ -1970,7 +1975,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to twenty-second rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to twenty-third rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -1988,6 +1993,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round20 import twentieth_round
     from benchmarks.outside_round21 import twenty_first_round
     from benchmarks.outside_round22 import twenty_second_round
+    from benchmarks.outside_round23 import twenty_third_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -2011,6 +2017,7 @@ def outside_models() -> list[OutsideModel]:
             twentieth_round,
             twenty_first_round,
             twenty_second_round,
+            twenty_third_round,
         )
         for case in models()
     ]

@@ -67,6 +67,21 @@ def test_a_dict_entry_replaced_by_forward_is_refused_by_its_key():
     assert "(replaced by new values state['hidden'])" in refused.value.reason
 
 
+class Popping(nn.Module):
+    """The last of the caller's tensors taken off its list (``xs.pop()``), as a stack of pending
+    inputs is consumed."""
+
+    def forward(self, xs: list[torch.Tensor]) -> torch.Tensor:
+        return xs.pop() * 2 + xs[0]
+
+
+def test_an_item_forward_takes_off_a_list_argument_is_refused():
+    """Eager leaves the caller's list one item shorter; the program could not."""
+    with pytest.raises(CaptureError) as refused:
+        StaticModule(Popping().eval(), Inputs(([torch.randn(3), torch.randn(3)],), {}))
+    assert "(removed xs[1])" in refused.value.reason
+
+
 class Unchanged(nn.Module):
     """Containers left as they came: a tensor in a list written in place (the program keeps
     that), an item appended and taken off again."""
