@@ -108,7 +108,9 @@ class KeywordOrder:
     which ``forward`` may iterate (``torch.cat(list(parts.values()))``): their order is part of the
     call, and a program traced through one order answers wrongly for another (it did: srbench
     took every keyword in name order, and ``model(x, b=b, a=a)`` ran the program of
-    ``model(x, a=a, b=b)``). A hook registered ``with_kwargs`` is given the whole keyword dict, as
+    ``model(x, a=a, b=b)``). A ``forward`` behind a ``functools.wraps`` decorator is called as the
+    wrapper (``*args, **kwargs``), which sees the call's order whatever the wrapped function
+    names. A hook registered ``with_kwargs`` is given the whole keyword dict, as
     is a module's own ``__call__``: then every keyword's order is seen, as where the signature
     cannot be read. ``torch.export`` flattens keyword arguments in the order given; the runtimes
     that flatten calls (the static runtime, the TorchScript and ONNX Runtime peers) flatten them in
@@ -128,7 +130,11 @@ class KeywordOrder:
         if any(hooks) or own_call:  # given the keyword dict as the call wrote it
             return cls(collects=True)
         try:
-            parameters = inspect.signature(getattr(model, "forward", model)).parameters.values()
+            # the parameters of the function called: a ``functools.wraps`` wrapper's own, not the
+            # wrapped ``forward``'s that ``inspect.signature`` shows by default (a wrapper taking
+            # ``**kwargs`` sees their order whatever ``forward`` names)
+            forward = getattr(model, "forward", model)
+            parameters = inspect.signature(forward, follow_wrapped=False).parameters.values()
         except (TypeError, ValueError):
             return cls(collects=True)
         by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)

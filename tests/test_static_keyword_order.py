@@ -5,6 +5,7 @@ program of ``model(x, a=a, b=b)``: ``[x, a, b]`` where eager gives ``[x, b, a]``
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import pytest
@@ -161,3 +162,37 @@ def test_an_own_call_given_the_keywords_sees_their_order():
     for _ in range(2):
         for kwargs in ({"b": v["b"], "a": v["a"]}, {"a": v["a"], "b": v["b"]}):
             torch.testing.assert_close(runtime(v["x"], **kwargs), model(v["x"], **kwargs), rtol=0, atol=0)
+
+
+def _keyword_sum(forward):
+    """A ``functools.wraps`` decorator adding the call's keyword values, each weighted by its place."""
+
+    @functools.wraps(forward)
+    def wrapper(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        for place, value in enumerate(kwargs.values()):
+            out = out + (place + 1) * value
+        return out
+
+    return wrapper
+
+
+class Decorated(nn.Module):
+    """``forward(x, a, b)`` names its parameters; the wrapper it is called through sees their order."""
+
+    @_keyword_sum
+    def forward(self, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return x + a * b
+
+
+def test_a_forward_behind_a_wraps_decorator_sees_the_call_order():
+    """``inspect.signature`` follows ``__wrapped__`` to ``forward(x, a, b)``, so srbench took ``a``
+    and ``b`` as bound by name and answered ``model(x, b=b, a=a)`` with the program of
+    ``model(x, a=a, b=b)`` (the round-24 model ``wraps_decorated_forward``), silently. The
+    wrapper is what is called, and its ``**kwargs`` sees the order."""
+    v = _values()
+    model = Decorated()
+    assert KeywordOrder.of(model).sees_every_order
+    runtime = StaticModule(model, Inputs.of(v["x"], a=v["a"], b=v["b"])).runtime()
+    for kwargs in ({"a": v["a"], "b": v["b"]}, {"b": v["b"], "a": v["a"]}):
+        torch.testing.assert_close(runtime(v["x"], **kwargs), model(v["x"], **kwargs), rtol=0, atol=0)
