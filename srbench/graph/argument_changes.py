@@ -9,7 +9,9 @@ running that program leaves the caller's list as it was where eager appends to i
 such models and answered every output right, the caller's containers silently unchanged
 (round 23's ``list_argument_appended`` and ``dict_argument_replaced``). Capture watches the call
 ``forward`` gets (a forward pre-hook on the model) and refuses a model that changed it, naming
-the argument and what changed.
+the argument and what changed. A tensor argument ``forward`` resizes (an ``out=`` of another size,
+resized by the op) is refused the same way: export failed on it with an ``IndexError`` from its
+guards, and no program can resize the caller's tensor.
 """
 
 from __future__ import annotations
@@ -34,6 +36,19 @@ class _Call:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     leaves: dict[pytree.KeyPath, Any]
+    sizes: dict[pytree.KeyPath, tuple[int, ...]]  # each tensor leaf's size as the call began
+
+
+def _size(tensor: torch.Tensor) -> tuple[int, ...] | None:
+    """``tensor``'s size where every dim is a plain int (a symbolic one is not compared: that
+    would put a guard on export's shape environment)."""
+    size = tuple(tensor.shape)
+    return size if all(type(dim) is int for dim in size) else None
+
+
+def _sizes(leaves: dict[pytree.KeyPath, Any]) -> dict[pytree.KeyPath, tuple[int, ...]]:
+    sizes = {path: _size(leaf) for path, leaf in leaves.items() if isinstance(leaf, torch.Tensor)}
+    return {path: size for path, size in sizes.items() if size is not None}
 
 
 def _leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[pytree.KeyPath, Any]:
@@ -61,27 +76,42 @@ def argument_changes(model: torch.nn.Module) -> Iterator[list[str]]:
     calls: list[_Call] = []
 
     def record(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        calls.append(_Call(args, kwargs, _leaves(args, kwargs)))
+        leaves = _leaves(args, kwargs)
+        calls.append(_Call(args, kwargs, leaves, _sizes(leaves)))
 
     changes: list[str] = []
     handle = model.register_forward_pre_hook(record, prepend=True, with_kwargs=True)
     try:
         yield changes
-    finally:
+    finally:  # also where export failed: a resized argument makes it fail (see resized_arguments)
         handle.remove()
-    for call in calls:
-        change = _change(model, call)
-        if change is not None:
-            changes.append(change)
+        for call in calls:
+            change = _change(model, call)
+            if change is not None:
+                changes.append(change)
+
+
+def resized_arguments(changes: list[str]) -> bool:
+    """Whether ``changes`` (of :func:`argument_changes`) hold a tensor argument ``forward`` resized."""
+    return any(change.startswith(_RESIZED) for change in changes)
+
+
+_RESIZED = "resized "
 
 
 def _change(model: torch.nn.Module, call: _Call) -> str | None:
     """What ``forward`` changed in ``call``'s containers (items added, removed or put in another's
-    place, by path), or ``None``."""
+    place, by path), or ``None``; first a tensor argument it resized (``torch.mul(x, 2, out=out)``
+    into an ``out`` of another size), which no program can do to the caller's tensor."""
     try:
         after = _leaves(call.args, call.kwargs)
     except Exception:  # a container left in a state its flattening refuses: it changed
         return "its arguments changed"
+    resized = [f"{_named(model, path)} from {list(size)} to {list(after[path].shape)}"
+               for path, size in call.sizes.items()
+               if after.get(path) is call.leaves[path] and _size(after[path]) not in (size, None)]  # fmt: skip
+    if resized:
+        return _RESIZED + ", ".join(resized)
     added = [path for path in after if path not in call.leaves]
     removed = [path for path in call.leaves if path not in after]
     replaced = [path for path in after if path in call.leaves and not _same(call.leaves[path], after[path])]
@@ -115,7 +145,16 @@ def _named(model: torch.nn.Module, path: pytree.KeyPath) -> str:
 
 
 def changed_arguments_reason(changes: list[str]) -> str:
-    """Why a model whose ``forward`` changed its arguments' containers (``changes``) is refused."""
+    """Why a model whose ``forward`` changed its arguments' containers or resized a tensor
+    argument (``changes``) is refused."""
+    if resized_arguments(changes):
+        change = next(change for change in changes if change.startswith(_RESIZED))
+        return (
+            f"forward {change} (an out= argument of another size is resized by the op): a captured "
+            "program's inputs keep the sizes they are called with, so it cannot resize the caller's "
+            "tensor as eager does (torch.export fails on it). Pass a tensor of the result's size, "
+            "or return the result instead of writing it into an argument"
+        )
     return (
         f"forward changes the Python containers it is called with ({changes[0]}): torch.export runs "
         "forward on containers it builds again from the call's tensors, so the program holds none of "
