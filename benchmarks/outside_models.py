@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 578
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 594
 models that are not in the zoo: the first five rounds' 139 here, and the sixth round's 31 in
 ``benchmarks/outside_round6.py``, the seventh's 37 in ``benchmarks/outside_round7.py``, the
 eighth's 40 in ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``:
@@ -53,7 +53,11 @@ and a dict argument changed by ``forward``, numpy and complex scalar arguments, 
 by ``torch.fx``, wrapped by ``torch.compile`` and by ``nn.DataParallel``, the inputs' overlapping
 views out, Python numbers out, ``index_reduce_``/``put_``/``take``, RReLU and local response norm,
 pruning and the old hook-based norms, ``.data`` in ``forward``) and transformers architectures no
-earlier round built; unavailable where those
+earlier round built, and the twenty-fourth's 16 in ``benchmarks/outside_round24.py``: hand-written
+models (views written after they were taken and returned, a conjugate view, integer rounding and
+wrap-around, ``out=`` arguments resized, state across calls, a generator argument, calls of
+another dtype, keyword orders collected by ``**kwargs`` and seen by a ``functools.wraps``
+decorator) and transformers architectures no earlier round built; unavailable where those
 extras are not installed. Each model runs from torch's settings as the sweep started, and what its
 own libraries change at import (``benchmarks/outside_globals.py``), whatever ran before it;
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
@@ -105,7 +109,7 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
 ``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py``,
-``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round23.py`` on the
+``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round24.py`` on the
 smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
@@ -1975,7 +1979,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to twenty-third rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to twenty-fourth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -1994,6 +1998,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round21 import twenty_first_round
     from benchmarks.outside_round22 import twenty_second_round
     from benchmarks.outside_round23 import twenty_third_round
+    from benchmarks.outside_round24 import twenty_fourth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -2018,6 +2023,7 @@ def outside_models() -> list[OutsideModel]:
             twenty_first_round,
             twenty_second_round,
             twenty_third_round,
+            twenty_fourth_round,
         )
         for case in models()
     ]
