@@ -123,3 +123,33 @@ def test_an_out_argument_of_the_result_size_is_written_as_eager_writes_it():
     out = torch.empty(2, 4)
     torch.testing.assert_close(runtime(x, out), x * 2 + 1)
     torch.testing.assert_close(out, x * 2)
+
+
+class Squeezed(nn.Module):
+    """The caller's tensor's size changed by a view op written in place."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        getattr(x, self.how)(*((0,) if self.how == "unsqueeze_" else ()))
+        return x * 2
+
+
+def test_an_argument_resized_where_export_captures_it_still_runs_as_eager():
+    """``x.squeeze_()`` on the caller's tensor is captured by export and run by srbench as eager
+    runs it (the caller's tensor squeezed too): the resize check names only what export fails on
+    (the first form of the check refused this model, which had run right)."""
+    model = Squeezed("squeeze_").eval()
+    runtime = StaticModule(model, (torch.randn(1, 3),)).runtime()
+    x = torch.randn(1, 3)
+    mine, theirs = x.clone(), x.clone()
+    torch.testing.assert_close(runtime(mine), model(theirs))
+    assert mine.shape == theirs.shape == (3,)
+
+
+def test_an_argument_unsqueezed_in_place_is_refused_naming_it():
+    with pytest.raises(CaptureError) as refused:
+        StaticModule(Squeezed("unsqueeze_").eval(), (torch.randn(3, 3),))
+    assert "forward resized x from [3, 3] to [1, 3, 3]" in refused.value.reason

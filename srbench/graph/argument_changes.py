@@ -9,9 +9,10 @@ running that program leaves the caller's list as it was where eager appends to i
 such models and answered every output right, the caller's containers silently unchanged
 (round 23's ``list_argument_appended`` and ``dict_argument_replaced``). Capture watches the call
 ``forward`` gets (a forward pre-hook on the model) and refuses a model that changed it, naming
-the argument and what changed. A tensor argument ``forward`` resizes (an ``out=`` of another size,
-resized by the op) is refused the same way: export failed on it with an ``IndexError`` from its
-guards, and no program can resize the caller's tensor.
+the argument and what changed. It also notes a tensor argument ``forward`` resizes (an ``out=``
+of another size resized by the op, ``x.unsqueeze_(0)``): export fails on some of those inside its
+guards, saying only "IndexError: list index out of range", and capture then names the argument
+and its sizes instead (one that export captures, ``x.squeeze_()``, srbench runs as eager does).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -69,49 +70,56 @@ def _same(before: Any, after: Any) -> bool:
         return before is after
 
 
+@dataclass
+class ArgumentChanges:
+    """What ``forward`` changed in the calls watched: one description per call whose containers
+    it changed, and each tensor argument it resized (``out from [0] to [2, 4]``)."""
+
+    containers: list[str] = field(default_factory=list)
+    resized: list[str] = field(default_factory=list)
+
+
 @contextmanager
-def argument_changes(model: torch.nn.Module) -> Iterator[list[str]]:
-    """Watch the calls ``model`` gets inside the block; the list yielded holds, once the block
-    ends, one description per call whose containers ``forward`` changed (empty where none did)."""
+def argument_changes(model: torch.nn.Module) -> Iterator[ArgumentChanges]:
+    """Watch the calls ``model`` gets inside the block; what it yields is filled in once the block
+    ends, also where it raised (an export that failed on a resized argument)."""
     calls: list[_Call] = []
 
     def record(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         leaves = _leaves(args, kwargs)
         calls.append(_Call(args, kwargs, leaves, _sizes(leaves)))
 
-    changes: list[str] = []
+    changes = ArgumentChanges()
     handle = model.register_forward_pre_hook(record, prepend=True, with_kwargs=True)
     try:
         yield changes
-    finally:  # also where export failed: a resized argument makes it fail (see resized_arguments)
+    finally:
         handle.remove()
         for call in calls:
             change = _change(model, call)
             if change is not None:
-                changes.append(change)
+                changes.containers.append(change)
+            changes.resized.extend(_resized(model, call))
 
 
-def resized_arguments(changes: list[str]) -> bool:
-    """Whether ``changes`` (of :func:`argument_changes`) hold a tensor argument ``forward`` resized."""
-    return any(change.startswith(_RESIZED) for change in changes)
-
-
-_RESIZED = "resized "
+def _resized(model: torch.nn.Module, call: _Call) -> list[str]:
+    """The tensor arguments of ``call`` whose size ``forward`` changed, with both sizes."""
+    try:
+        after = _leaves(call.args, call.kwargs)
+    except Exception:  # a container its flattening refuses: said by _change
+        return []
+    return [f"{_named(model, path)} from {list(size)} to {list(after[path].shape)}"
+            for path, size in call.sizes.items()
+            if after.get(path) is call.leaves[path] and _size(after[path]) not in (size, None)]  # fmt: skip
 
 
 def _change(model: torch.nn.Module, call: _Call) -> str | None:
     """What ``forward`` changed in ``call``'s containers (items added, removed or put in another's
-    place, by path), or ``None``; first a tensor argument it resized (``torch.mul(x, 2, out=out)``
-    into an ``out`` of another size), which no program can do to the caller's tensor."""
+    place, by path), or ``None``."""
     try:
         after = _leaves(call.args, call.kwargs)
     except Exception:  # a container left in a state its flattening refuses: it changed
         return "its arguments changed"
-    resized = [f"{_named(model, path)} from {list(size)} to {list(after[path].shape)}"
-               for path, size in call.sizes.items()
-               if after.get(path) is call.leaves[path] and _size(after[path]) not in (size, None)]  # fmt: skip
-    if resized:
-        return _RESIZED + ", ".join(resized)
     added = [path for path in after if path not in call.leaves]
     removed = [path for path in call.leaves if path not in after]
     replaced = [path for path in after if path in call.leaves and not _same(call.leaves[path], after[path])]
@@ -144,17 +152,19 @@ def _named(model: torch.nn.Module, path: pytree.KeyPath) -> str:
     return f"positional argument {position}{rest}"
 
 
+def resized_argument_reason(resized: list[str]) -> str:
+    """Why a model is refused whose ``forward`` resized tensor arguments (``resized``) where export
+    failed on it."""
+    return (
+        f"forward resized {', '.join(resized)} (an out= argument of another size resized by the op, or "
+        "a view op written in place such as unsqueeze_): torch.export fails on that argument (its "
+        "guards raise IndexError). Pass a tensor of the result's size, or return the result (a view "
+        "such as x.unsqueeze(0)) instead of changing the argument"
+    )
+
+
 def changed_arguments_reason(changes: list[str]) -> str:
-    """Why a model whose ``forward`` changed its arguments' containers or resized a tensor
-    argument (``changes``) is refused."""
-    if resized_arguments(changes):
-        change = next(change for change in changes if change.startswith(_RESIZED))
-        return (
-            f"forward {change} (an out= argument of another size is resized by the op): a captured "
-            "program's inputs keep the sizes they are called with, so it cannot resize the caller's "
-            "tensor as eager does (torch.export fails on it). Pass a tensor of the result's size, "
-            "or return the result instead of writing it into an argument"
-        )
+    """Why a model whose ``forward`` changed its arguments' containers (``changes``) is refused."""
     return (
         f"forward changes the Python containers it is called with ({changes[0]}): torch.export runs "
         "forward on containers it builds again from the call's tensors, so the program holds none of "

@@ -31,7 +31,7 @@ from torch.utils import _pytree as pytree
 
 from srbench.formatting import error_summary
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
-from srbench.graph.argument_changes import argument_changes, changed_arguments_reason, resized_arguments
+from srbench.graph.argument_changes import argument_changes, changed_arguments_reason, resized_argument_reason
 from srbench.graph.buffer_writes import sub_module_buffers_written
 from srbench.graph.capture_logs import held_while_capturing
 from srbench.graph.eager_paths import eager_inference_paths
@@ -510,12 +510,12 @@ def capture(
             with argument_changes(model) as changed:
                 exported = torch.export.export(model, inputs.args, dict(inputs.kwargs), strict=False)
         except Exception as error:  # torch.export raises many unrelated types; all mean "cannot capture"
-            if resized_arguments(changed):  # export fails on it, saying only "list index out of range"
-                raise CaptureError(name, changed_arguments_reason(changed)) from error
+            if changed.resized:  # export fails on some, saying only "list index out of range"
+                raise CaptureError(name, resized_argument_reason(changed.resized)) from error
             reason = _own_call_reason(model, inputs) or _reason(error)
             raise CaptureError(name, reason, model_source_line(error)) from error
-        if changed:
-            raise CaptureError(name, changed_arguments_reason(changed))
+        if changed.containers:
+            raise CaptureError(name, changed_arguments_reason(changed.containers))
         if grad_switches:
             raise CaptureError(name, DROPPED_GRAD_SWITCH)
         if (generator := lifted_generator(exported)) is not None:  # before lowering: the model's own op
