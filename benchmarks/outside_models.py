@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 594
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 595
 models that are not in the zoo: the first five rounds' 139 here, and the sixth round's 31 in
 ``benchmarks/outside_round6.py``, the seventh's 37 in ``benchmarks/outside_round7.py``, the
 eighth's 40 in ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``:
@@ -53,11 +53,11 @@ and a dict argument changed by ``forward``, numpy and complex scalar arguments, 
 by ``torch.fx``, wrapped by ``torch.compile`` and by ``nn.DataParallel``, the inputs' overlapping
 views out, Python numbers out, ``index_reduce_``/``put_``/``take``, RReLU and local response norm,
 pruning and the old hook-based norms, ``.data`` in ``forward``) and transformers architectures no
-earlier round built, and the twenty-fourth's 16 in ``benchmarks/outside_round24.py``: hand-written
-models (views written after they were taken and returned, a conjugate view, integer rounding and
-wrap-around, ``out=`` arguments resized, state across calls, a generator argument, calls of
-another dtype, keyword orders collected by ``**kwargs`` and seen by a ``functools.wraps``
-decorator) and transformers architectures no earlier round built; unavailable where those
+earlier round built, and the twenty-fourth's 17 in ``benchmarks/outside_round24.py``: hand-written
+models (views written after they were taken and returned, bits written through dtype views, a
+conjugate view, integer rounding and wrap-around, ``out=`` arguments resized, state across calls,
+a generator argument, calls of another dtype, keyword orders collected by ``**kwargs`` and seen
+by a ``functools.wraps`` decorator) and transformers architectures no earlier round built; unavailable where those
 extras are not installed. Each model runs from torch's settings as the sweep started, and what its
 own libraries change at import (``benchmarks/outside_globals.py``), whatever ran before it;
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that

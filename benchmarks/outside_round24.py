@@ -171,6 +171,24 @@ def _dtype_models() -> list[OutsideModel]:
             torch.mul(self.proj(x), 2.0, out=out)
             return out.sum(-1)
 
+    class Bitcast(nn.Module):
+        """Bits written through dtype views (``view(torch.int32)``: the same memory read as
+        another dtype): the caller's tensor's sign bits cleared in place (``bitwise_and_``, an
+        abs), an intermediate negated by flipping its sign bits (``bitwise_xor_``), every other
+        int16 half of it zeroed; returned with its int32 and uint8 views, which share its memory."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(16, 16)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            x.view(torch.int32).bitwise_and_(0x7FFFFFFF)
+            h = self.proj(x)
+            h.view(torch.int32).bitwise_xor_(-(2**31))
+            halves = h.view(torch.int16)
+            halves[..., ::2] = 0
+            return h, h.view(torch.int32), h.view(torch.uint8)
+
     def into(sized: bool) -> Callable[[int], Any]:
         def make(shape: int) -> Any:
             x = _rows(shape).args[0]
@@ -226,6 +244,9 @@ def _dtype_models() -> list[OutsideModel]:
         OutsideModel("bit_packed_mask", "hand-written: bools packed into uint8 by shifts, unpacked by >> and "
                      "&, int16 arithmetic shift of negatives, xor, an inplace Dropout in eval returned beside its "
                      "input", BitPacked, _rows, rtol=1e-4, atol=1e-5),
+        OutsideModel("bitcast_views_written", "hand-written: the caller's tensor and an intermediate written "
+                     "through view(torch.int32) (sign bits cleared, flipped), int16 halves zeroed, int32/uint8 views "
+                     "out", Bitcast, _rows, rtol=0.0, atol=0.0),
         OutsideModel("out_argument_written", "hand-written: the result written into the caller's out tensor of "
                      "its size (torch.mul(..., out=out))", IntoArgument, into(True), **_TOLERANCE),
         OutsideModel("out_argument_resized", "hand-written: the result written into the caller's empty out "
