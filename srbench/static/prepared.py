@@ -538,7 +538,56 @@ def _returned_inputs(
             continue
         if (new.shape, new.stride(), new.storage_offset()) == (original.shape, original.stride(), 0):
             returned[index] = ReturnedInput(target, (tuple(view.shape), view.stride(), int(view.storage_offset())))
+            continue
+        replayed = _view_chain_on(value, new_value, original)
+        if replayed is not None:
+            returned[index] = ReturnedInput(target, replayed)
     return returned
+
+
+# Views whose result means the same elements whatever the strides of their base (a logical
+# view: it fails rather than reads other bytes where the base cannot be viewed so); as_strided
+# and its kin name bytes, not elements, and are left out.
+_LOGICAL_VIEWS = frozenset({
+    torch.ops.aten.view.default, torch.ops.aten.permute.default, torch.ops.aten.t.default,
+    torch.ops.aten.transpose.int, torch.ops.aten.unsqueeze.default, torch.ops.aten.squeeze.dim,
+    torch.ops.aten.squeeze.dims, torch.ops.aten.squeeze.default, torch.ops.aten.expand.default,
+    torch.ops.aten.slice.Tensor, torch.ops.aten.select.int, torch.ops.aten.diagonal.default,
+    torch.ops.aten.unfold.default, torch.ops.aten.alias.default,
+})  # fmt: skip
+
+
+def _view_chain_on(
+    value: torch.fx.Node, new_value: torch.fx.Node, original: torch.Tensor
+) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+    """The geometry, on the input written, of an output that the functionalized graph makes as
+    logical views of the input's new value (``view(mul, [-1, 16])``) where that new value is laid
+    out otherwise than the input (a sliced or transposed input: the graph's ``mul`` is
+    contiguous). Eager's output is such a view of the input itself (``x.reshape(...)`` taken
+    before ``x.mul_``), which the caller's later writes to the input show; the program returned
+    a view of its own new tensor, right in value and sharing memory with nothing. The view ops
+    are replayed on a meta tensor laid out as the input; ``None`` where the chain holds another
+    op or the input's layout cannot be viewed so (the program's copy stays)."""
+    chain: list[torch.fx.Node] = []
+    node = value
+    while node is not new_value:
+        if node.op != "call_function" or node.target not in _LOGICAL_VIEWS or not node.args:
+            return None
+        base = node.args[0]
+        if not isinstance(base, torch.fx.Node) or any(isinstance(arg, torch.fx.Node) for arg in node.args[1:]):
+            return None
+        chain.append(node)
+        node = base
+    if not chain:
+        return None
+    view = torch.empty_strided(original.shape, original.stride(), dtype=original.dtype, device="meta")
+    try:
+        for step in reversed(chain):
+            op: Callable[..., torch.Tensor] = step.target  # type: ignore[assignment]  # one of _LOGICAL_VIEWS
+            view = op(view, *step.args[1:], **step.kwargs)
+    except RuntimeError:  # the input's layout cannot be viewed so: eager's reshape copied too
+        return None
+    return tuple(view.shape), view.stride(), int(view.storage_offset())
 
 
 def prepare_graph(
