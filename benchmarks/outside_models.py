@@ -57,7 +57,11 @@ earlier round built, and the twenty-fourth's 17 in ``benchmarks/outside_round24.
 models (views written after they were taken and returned, bits written through dtype views, a
 conjugate view, integer rounding and wrap-around, ``out=`` arguments resized, state across calls,
 a generator argument, calls of another dtype, keyword orders collected by ``**kwargs`` and seen
-by a ``functools.wraps`` decorator) and transformers architectures no earlier round built; unavailable where those
+by a ``functools.wraps`` decorator) and transformers architectures no earlier round built, and the
+twenty-fifth's 12 in ``benchmarks/outside_round25.py``: hand-written models (values and indices
+out, fixed bins, sizes from data, one tensor out twice, flipped and channels_last outputs, the
+caller's tensor written by broadcast operands and a view of it taken before, empty and long calls,
+mixed-dtype promotion, a 0-dim tensor then a float); unavailable where those
 extras are not installed. Each model runs from torch's settings as the sweep started, and what its
 own libraries change at import (``benchmarks/outside_globals.py``), whatever ran before it;
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
@@ -109,7 +113,7 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
 ``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py``,
-``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round24.py`` on the
+``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round25.py`` on the
 smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
@@ -1979,7 +1983,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to twenty-fourth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to twenty-fifth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -1999,6 +2003,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round22 import twenty_second_round
     from benchmarks.outside_round23 import twenty_third_round
     from benchmarks.outside_round24 import twenty_fourth_round
+    from benchmarks.outside_round25 import twenty_fifth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -2024,6 +2029,7 @@ def outside_models() -> list[OutsideModel]:
             twenty_second_round,
             twenty_third_round,
             twenty_fourth_round,
+            twenty_fifth_round,
         )
         for case in models()
     ]
