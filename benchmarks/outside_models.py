@@ -61,7 +61,10 @@ by a ``functools.wraps`` decorator) and transformers architectures no earlier ro
 twenty-fifth's 12 in ``benchmarks/outside_round25.py``: hand-written models (values and indices
 out, fixed bins, sizes from data, one tensor out twice, flipped and channels_last outputs, the
 caller's tensor written by broadcast operands and a view of it taken before, empty and long calls,
-mixed-dtype promotion, a 0-dim tensor then a float); unavailable where those
+mixed-dtype promotion, a 0-dim tensor then a float), and the twenty-sixth's 10 in
+``benchmarks/outside_round26.py``: hand-written models (inputs laid out otherwise at the second
+call, one tensor as two arguments, views of parameters out, branches on strides, ``where`` with
+scalars, complex values written, empty cumulations); unavailable where those
 extras are not installed. Each model runs from torch's settings as the sweep started, and what its
 own libraries change at import (``benchmarks/outside_globals.py``), whatever ran before it;
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
@@ -113,7 +116,7 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
 ``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py``,
-``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round25.py`` on the
+``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round26.py`` on the
 smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
@@ -1983,7 +1986,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to twenty-fifth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to twenty-sixth rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -2004,6 +2007,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round23 import twenty_third_round
     from benchmarks.outside_round24 import twenty_fourth_round
     from benchmarks.outside_round25 import twenty_fifth_round
+    from benchmarks.outside_round26 import twenty_sixth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -2030,6 +2034,7 @@ def outside_models() -> list[OutsideModel]:
             twenty_third_round,
             twenty_fourth_round,
             twenty_fifth_round,
+            twenty_sixth_round,
         )
         for case in models()
     ]

@@ -557,6 +557,36 @@ _LOGICAL_VIEWS = frozenset({
 })  # fmt: skip
 
 
+def _probe_copies(values: Mapping[str, Any], written: Container[str]) -> dict[str, Any]:
+    """``values`` with a copy of each tensor the graph writes, for the resolver to run the ops on.
+    Each copy keeps its tensor's layout (shape, strides, storage offset, over a copy of its
+    storage, made once per storage): the resolver plans a chain of views of an input as one
+    ``as_strided`` of the geometry it sees on these copies, and a ``clone()`` of a sliced or
+    transposed input is contiguous, so a view of a written, sliced input read the caller's
+    memory as if contiguous at every call (right shape, wrong elements, silently)."""
+    storages: dict[int, torch.UntypedStorage] = {}
+    copies: dict[str, Any] = {}
+    for name, value in values.items():
+        if name not in written or not isinstance(value, torch.Tensor):
+            copies[name] = value
+        elif (
+            type(value) not in (torch.Tensor, torch.nn.Parameter)
+            or value.layout != torch.strided
+            or value.is_quantized
+            or value.is_conj()
+            or value.is_neg()
+            or not value.untyped_storage().nbytes()
+        ):
+            copies[name] = value.clone()
+        else:
+            storage = value.untyped_storage()
+            if storage.data_ptr() not in storages:
+                storages[storage.data_ptr()] = storage.clone()
+            copy = torch.empty(0, dtype=value.dtype, device=value.device)
+            copies[name] = copy.set_(storages[storage.data_ptr()], value.storage_offset(), value.shape, value.stride())
+    return copies
+
+
 def _view_chain_on(
     value: torch.fx.Node, new_value: torch.fx.Node, original: torch.Tensor
 ) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
@@ -643,7 +673,7 @@ def prepare_graph(
     offsets_from_computed_inputs(graph)  # before the ops are resolved: their calls carry it
     schema_analysis = analyze_lifetimes(graph)
     written = _with_shared_storage(written_storages(graph, schema_analysis) | set(mutations.values()), values)
-    probe_values = {n: (v.clone() if n in written and isinstance(v, torch.Tensor) else v) for n, v in values.items()}
+    probe_values = _probe_copies(values, written)
     written_state = tuple(
         value
         for name, value in values.items()
