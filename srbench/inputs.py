@@ -208,13 +208,9 @@ def _copy_sharing(tensor: torch.Tensor, storages: dict[int, torch.UntypedStorage
     storage holds the values before the lazy operation, so a plain tensor over the copied
     storage held the conjugate (or the negation) of what was passed, and every run took it. A
     tensor subclass is copied as one (:func:`_of_subclass`)."""
-    if tensor.layout != torch.strided or tensor.is_quantized or not tensor.untyped_storage().nbytes():
+    copied = copy_with_layout(tensor, storages)
+    if copied is None:
         return tensor.detach().clone()
-    storage = tensor.untyped_storage()
-    if storage.data_ptr() not in storages:
-        storages[storage.data_ptr()] = storage.clone()
-    copied = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
-    copied.set_(storages[storage.data_ptr()], tensor.storage_offset(), tensor.shape, tensor.stride())
     copied = _of_subclass(tensor, copied)
     if tensor.is_leaf:
         copied.requires_grad_(tensor.requires_grad)
@@ -223,6 +219,21 @@ def _copy_sharing(tensor: torch.Tensor, storages: dict[int, torch.UntypedStorage
     if tensor.is_neg():
         copied = torch._neg_view(copied)
     return copied
+
+
+def copy_with_layout(tensor: torch.Tensor, storages: dict[int, torch.UntypedStorage]) -> torch.Tensor | None:
+    """A plain tensor over a copy of ``tensor``'s storage (made once per storage, kept in
+    ``storages``) at its storage offset, shape and strides, so views of one storage stay views of
+    one copy and a sliced or transposed tensor keeps its layout (``clone()`` makes those
+    contiguous); ``None`` where ``tensor`` has no such storage to copy (not strided, quantized,
+    empty)."""
+    if tensor.layout != torch.strided or tensor.is_quantized or not tensor.untyped_storage().nbytes():
+        return None
+    storage = tensor.untyped_storage()
+    if storage.data_ptr() not in storages:
+        storages[storage.data_ptr()] = storage.clone()
+    copied = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+    return copied.set_(storages[storage.data_ptr()], tensor.storage_offset(), tensor.shape, tensor.stride())
 
 
 def _of_subclass(tensor: torch.Tensor, copied: torch.Tensor) -> torch.Tensor:

@@ -96,30 +96,28 @@ def argument_changes(model: torch.nn.Module) -> Iterator[ArgumentChanges]:
     finally:
         handle.remove()
         for call in calls:
-            change = _change(model, call)
+            try:
+                after = _leaves(call.args, call.kwargs)
+            except Exception:  # a container left in a state its flattening refuses: it changed
+                changes.containers.append("its arguments changed")
+                continue
+            change = _change(model, call, after)
             if change is not None:
                 changes.containers.append(change)
-            changes.resized.extend(_resized(model, call))
+            changes.resized.extend(_resized(model, call, after))
 
 
-def _resized(model: torch.nn.Module, call: _Call) -> list[str]:
-    """The tensor arguments of ``call`` whose size ``forward`` changed, with both sizes."""
-    try:
-        after = _leaves(call.args, call.kwargs)
-    except Exception:  # a container its flattening refuses: said by _change
-        return []
+def _resized(model: torch.nn.Module, call: _Call, after: dict[pytree.KeyPath, Any]) -> list[str]:
+    """The tensor arguments of ``call`` whose size ``forward`` changed (``after``: its leaves now),
+    with both sizes."""
     return [f"{_named(model, path)} from {list(size)} to {list(after[path].shape)}"
             for path, size in call.sizes.items()
             if after.get(path) is call.leaves[path] and _size(after[path]) not in (size, None)]  # fmt: skip
 
 
-def _change(model: torch.nn.Module, call: _Call) -> str | None:
-    """What ``forward`` changed in ``call``'s containers (items added, removed or put in another's
-    place, by path), or ``None``."""
-    try:
-        after = _leaves(call.args, call.kwargs)
-    except Exception:  # a container left in a state its flattening refuses: it changed
-        return "its arguments changed"
+def _change(model: torch.nn.Module, call: _Call, after: dict[pytree.KeyPath, Any]) -> str | None:
+    """What ``forward`` changed in ``call``'s containers (``after``: its leaves now; items added,
+    removed or put in another's place, by path), or ``None``."""
     added = [path for path in after if path not in call.leaves]
     removed = [path for path in call.leaves if path not in after]
     replaced = [path for path in after if path in call.leaves and not _same(call.leaves[path], after[path])]

@@ -39,7 +39,7 @@ from srbench.graph.lowered_autocast import lower_casting_regions
 from srbench.graph.lowered_program import lowered_program_failure
 from srbench.graph.nodes import enters_autocast
 from srbench.graph.subgraph import Subgraph, capture_subgraph
-from srbench.inputs import Inputs, KeywordOrder
+from srbench.inputs import Inputs, KeywordOrder, copy_with_layout
 from srbench.memory.hosting import NO_HOSTING, Hosting, estimated_peak, plan_hosting, validate_hosting
 from srbench.memory.lifetimes import LifetimeAnalysis, analyze_lifetimes, has_static_geometry
 from srbench.memory.records import TensorUsageRecord
@@ -569,21 +569,10 @@ def _probe_copies(values: Mapping[str, Any], written: Container[str]) -> dict[st
     for name, value in values.items():
         if name not in written or not isinstance(value, torch.Tensor):
             copies[name] = value
-        elif (
-            type(value) not in (torch.Tensor, torch.nn.Parameter)
-            or value.layout != torch.strided
-            or value.is_quantized
-            or value.is_conj()
-            or value.is_neg()
-            or not value.untyped_storage().nbytes()
-        ):
-            copies[name] = value.clone()
-        else:
-            storage = value.untyped_storage()
-            if storage.data_ptr() not in storages:
-                storages[storage.data_ptr()] = storage.clone()
-            copy = torch.empty(0, dtype=value.dtype, device=value.device)
-            copies[name] = copy.set_(storages[storage.data_ptr()], value.storage_offset(), value.shape, value.stride())
+            continue
+        plain = type(value) in (torch.Tensor, torch.nn.Parameter) and not (value.is_conj() or value.is_neg())
+        copied = copy_with_layout(value, storages) if plain else None
+        copies[name] = value.clone() if copied is None else copied
     return copies
 
 
