@@ -171,3 +171,37 @@ def test_a_tagged_custom_op_draws_eagers_numbers_call_after_call():
         ours = runtime(x)
         torch.manual_seed(seed)
         torch.testing.assert_close(ours, model(x), rtol=0, atol=0)
+
+
+class DrawsIntoSlices(nn.Module):
+    """Draws into a slice of its input in place, then writes another slice (``uniform_`` and
+    ``add_`` on ``x[..., a:b]``: strided, not contiguous)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x[..., 2:10].uniform_()
+        x[..., 1:9].add_(1.0)
+        return x.sum(-1)
+
+
+def test_an_in_place_draw_into_a_slice_is_judged_on_the_slices_layout():
+    """The resolver tries an in-place op's candidates on copies of what it writes; those copies
+    were ``clone()``s, contiguous for a slice, and a drawing op's candidates are judged by the
+    geometry of what they wrote, so every candidate failed on strides alone and ``uniform_`` kept
+    its raw overload. The copies now keep the slice's layout, and the method is chosen."""
+    module = StaticModule(DrawsIntoSlices(), (torch.rand(4, 16),), StaticOptions())
+    labels = {plan.node.name: plan.call.label for plan in module.prepared.plans if plan.call is not None}
+    assert labels["uniform_"] == "Tensor.uniform_", labels
+
+
+@pytest.mark.parametrize("options", [StaticOptions(), StaticOptions(decompose=True)], ids=["default", "decompose"])
+def test_in_place_draws_into_slices_are_eagers_and_land_in_the_callers_tensor(options):
+    model, x = DrawsIntoSlices(), torch.rand(4, 16)
+    runtime = StaticModule(model, (x.clone(),), options).runtime()
+    ours, theirs = x.clone(), x.clone()
+    torch.manual_seed(5)
+    got = runtime(ours)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        expected = model(theirs)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=0)

@@ -57,6 +57,7 @@ from torch.utils import _pytree as pytree
 
 from srbench.formatting import error_summary
 from srbench.graph.nodes import written_arguments
+from srbench.inputs import copy_with_layout
 from srbench.memory.lifetimes import element_name, has_static_geometry
 from srbench.memory.records import align_up
 from srbench.static import scalar_ops
@@ -404,6 +405,20 @@ def _failure_on_examples(op: torch._ops.OpOverload, error: BaseException) -> str
     return f"it failed on the example inputs ({failure})"
 
 
+def _trial_copies(env: Mapping[str, Any], written: Sequence[str]) -> dict[str, torch.Tensor]:
+    """Copies of the tensors a candidate writes, for trying it before the reference writes the
+    real ones, laid out as the real ones (shape, strides, offset; written views of one storage
+    stay views of one copy), so a candidate is judged on the layout it will be given. ``clone()``
+    made a sliced tensor contiguous: a candidate judged by its result's geometry (an in-place
+    random op on a slice) then failed on strides alone, and the op's raw overload was kept."""
+    storages: dict[int, torch.UntypedStorage] = {}
+    copies = {}
+    for name in written:
+        copied = copy_with_layout(env[name], storages)
+        copies[name] = env[name].clone() if copied is None else copied
+    return copies
+
+
 def _try(fn: Callable[[], Any]) -> tuple[bool, Any]:
     """Run one trial of resolving: its result, or the error it raised (see :func:`_trial`)."""
     ok, value, _ = _trial(fn)
@@ -579,7 +594,7 @@ class Resolver:
             written = [n.name for n in written_arguments(node) if isinstance(self.env.get(n.name), torch.Tensor)]
 
             def draw() -> Any:
-                trial = {**self.env, **{name: self.env[name].clone() for name in written}}
+                trial = {**self.env, **_trial_copies(self.env, written)}
                 result = op(*materialize(node.args, trial), **materialize(dict(node.kwargs), trial))
                 return result, [trial[name] for name in written]
 
@@ -755,7 +770,7 @@ class Resolver:
         attempts = []
         for call in self._native_candidates(node, op):
             trial = dict(self.env)
-            trial.update({name: self.env[name].clone() for name in written})
+            trial.update(_trial_copies(self.env, written))
             attempts.append((call, trial, _try(partial(invoke, call, trial))))
         ok, reference = self._reference(node, op)
         if not ok:
