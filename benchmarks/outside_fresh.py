@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmarks.outside_models import (
     CHECKS,
+    RELAID_CHECKS,
     THREAD_CHECKS,
     Check,
     Outcome,
@@ -105,7 +106,8 @@ def sweep_fresh(case: OutsideModel, checks: Sequence[str] = CHECKS) -> Row:
         return row
     drift = drifting_answers(twin, case, calls[0])  # after the export's check: the twin is eager's alone
     for name in checks:
-        if drift is not None and name in THREAD_CHECKS:  # every call against one steady answer
+        # every call against one steady answer (the relaid check asks eager on its own instance)
+        if drift is not None and (name in THREAD_CHECKS or name in RELAID_CHECKS):
             row.checks[name] = Check(Outcome.NOT_APPLICABLE, drift)
             continue
         model = _build(case)

@@ -93,7 +93,9 @@ For each model, in one process, one model at a time, one intra-op thread:
    format, as eager's), and
    through the ``srbench`` runtime plugin as suites call it, and from two threads at once
    (``threads2``, ``threads2_forced``: one prepared module, a runtime per thread, 20 overlapping
-   calls each, ``benchmarks/outside_threads.py``);
+   calls each, ``benchmarks/outside_threads.py``), and with its floating arguments relaid (``relaid``:
+   the defaults' runtime prepared on the contiguous call, then called transposed, sliced from a wider
+   buffer and channels-last, each against eager's answer to that layout, ``benchmarks/outside_relaid.py``);
 3. the time per call of eager (under ``torch.inference_mode``, as the eager runtime plugin) and
    of srbench with default options, medians of interleaved rounds on shape 0; the ratio
    srbench / eager is what the table shows. On a shared machine these ratios move by several
@@ -2060,7 +2062,11 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
 # the concurrency checks (``benchmarks/outside_threads.py``): one module prepared under the option
 # set named, two threads calling it at once through a runtime each
 THREAD_CHECKS: dict[str, str] = {"threads2": "default", "threads2_forced": "streams2_forced"}
-CHECKS = (*OPTION_SETS, "plugin", *THREAD_CHECKS)  # every check: the option sets, the plugin, the threads
+# the inputs-in-other-layouts check (``benchmarks/outside_relaid.py``): one module prepared under
+# the option set named on the contiguous call, then called with the arguments relaid
+RELAID_CHECKS: dict[str, str] = {"relaid": "default"}
+# every check: the option sets, the plugin, the threads, the layouts
+CHECKS = (*OPTION_SETS, "plugin", *THREAD_CHECKS, *RELAID_CHECKS)
 
 
 def _export_refusal(model: Any, inputs: Any) -> str | None:
@@ -2135,14 +2141,18 @@ def _check_option_set(model: Any, case: OutsideModel, calls: Sequence[Any], expe
 def check_named(model: Any, case: OutsideModel, calls: Sequence[Any], expected: Sequence[Any],
                 name: str) -> tuple[Check, Any]:  # fmt: skip
     """:func:`_check_option_set` under the check named ``name`` (one of :data:`CHECKS`), or the
-    concurrency check under its option set (no runtime for timing then)."""
+    concurrency or relaid-inputs check under its option set (no runtime for timing then)."""
     from srbench.options import StaticOptions
 
-    options = StaticOptions(**OPTION_SETS.get(THREAD_CHECKS.get(name, name), {}))
+    options = StaticOptions(**OPTION_SETS.get(THREAD_CHECKS.get(name, RELAID_CHECKS.get(name, name)), {}))
     if name in THREAD_CHECKS:
         from benchmarks.outside_threads import check_threads
 
         return check_threads(model, case, calls, expected, options), None
+    if name in RELAID_CHECKS:
+        from benchmarks.outside_relaid import check_relaid
+
+        return check_relaid(model, case, calls, options), None
     return _check_option_set(model, case, calls, expected, options, plugin=name == "plugin")
 
 
