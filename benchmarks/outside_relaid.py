@@ -15,8 +15,9 @@ strided memory, and nowhere beside it, as eager's does).
 
 Integer and boolean tensors (ids, masks, indices) are left contiguous: srbench's guard and
 relayout of an argument do not depend on its dtype, and a NaN margin says nothing in them.
-Only shape 0 is relaid: each layout is an input signature of its own, so a capture of its own,
-and the sweep's time goes there.
+Each layout is tried once, on shape 0, or on shape 1 where it changes no argument of shape 0 (at
+batch 1 a ``(1, n)`` argument transposed is the same tensor): each layout is an input signature
+of its own, so a capture of its own, and one per layout keeps the sweep's time.
 """
 
 from __future__ import annotations
@@ -137,18 +138,23 @@ def _compare_call(runtime: Any, call: Any, answer: Any, case: OutsideModel) -> s
     return None if wrong is None else wrong.detail
 
 
-def relaid_answers(model: Any, call: Any) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
-    """Eager's answer to ``call`` relaid under each of :data:`LAYOUTS` that changes an argument,
-    by layout's name with the relaid call, and why eager refused the others (the model's own
-    refusal of that layout: not srbench's to answer)."""
+def relaid_answers(model: Any, calls: Sequence[Any]) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
+    """Eager's answer to the first of ``calls`` that each of :data:`LAYOUTS` changes (shape 0, or
+    shape 1 where shape 0's arguments keep their strides so: a ``(1, n)`` tensor transposed), by
+    the layout's name (and shape, where 1), with the relaid call; and why eager refused the others
+    (the model's own refusal of that layout: not srbench's to answer)."""
     from srbench.measure.equivalence import eager_answer
 
     answers = {}
     refused = []
-    for name, layout in LAYOUTS.items():
-        other, changed = relaid(call, layout)
-        if not changed:
+    for layout_name, layout in LAYOUTS.items():
+        relaid_calls = [
+            (shape, other) for shape, (other, changed) in enumerate(relaid(c, layout) for c in calls) if changed
+        ]
+        if not relaid_calls:
             continue
+        shape, other = relaid_calls[0]
+        name = f"{layout_name} at shape {shape}" if shape else layout_name
         try:
             answers[name] = (other, eager_answer(model, other))
         except Exception as error:  # the model itself refuses the layout in eager (said short: one per layout)
@@ -175,12 +181,12 @@ def check_runtime_relaid(runtime: Callable[..., Any], answers: dict[str, tuple[A
 
 
 def check_relaid(model: Any, case: OutsideModel, calls: Sequence[Any], options: Any) -> Check:
-    """Eager's answers to shape 0 relaid, then srbench prepared on the contiguous shape 0 under
+    """Eager's answers to the calls relaid, then srbench prepared on the contiguous shape 0 under
     ``options`` and called with each relaid call (see the module's docstring). Not applicable
     where no argument is relaid, or eager refuses every layout (its reasons said)."""
     from srbench.static import StaticModule
 
-    answers, refused = relaid_answers(model, calls[0])
+    answers, refused = relaid_answers(model, calls)
     if not answers:
         reason = "; ".join(refused) or "no floating argument of rank 2 or more"
         return Check(Outcome.NOT_APPLICABLE, reason[:200])

@@ -42,7 +42,7 @@ def _image_inputs(shape: int) -> Inputs:
 
 
 def _answers(model: nn.Module):  # type: ignore[no-untyped-def]
-    answers, refused = relaid_answers(model, _image_inputs(0))
+    answers, refused = relaid_answers(model, [_image_inputs(0), _image_inputs(1)])
     assert set(answers) == set(LAYOUTS) and not refused
     return answers
 
@@ -57,6 +57,17 @@ def test_relaid_keeps_values_changes_floating_strides_and_leaves_ids_alone():
         assert other.args[1] is call.args[1]
     sliced, _ = relaid(call, LAYOUTS["sliced"])
     assert sliced.args[0].untyped_storage().nbytes() > call.args[0].untyped_storage().nbytes()
+
+
+def test_a_layout_that_changes_nothing_at_shape_0_is_tried_at_shape_1():
+    """At batch 1 a ``(1, n)`` argument transposed keeps its strides: shape 1's batch of 2 is relaid."""
+
+    def make(shape: int) -> Inputs:
+        return Inputs.of(torch.randn(1 + shape, 4))
+
+    answers, refused = relaid_answers(nn.Linear(4, 2).eval(), [make(0), make(1)])
+    assert set(answers) == {"transposed at shape 1", "sliced"} and not refused
+    assert answers["transposed at shape 1"][0].args[0].stride() == (1, 2)
 
 
 def test_a_model_srbench_answers_rightly_passes_the_check():
