@@ -36,7 +36,7 @@ from srbench.static.errors import inference_only_error
 from srbench.static.hosting import RunBuffer
 from srbench.static.page_release import release_pages
 from srbench.static.serving import serving_library
-from srbench.static.signature import InputSignature, TensorLeaf, sharing_of
+from srbench.static.signature import InputSignature, TensorLeaf, sharing_of, state_sharing_of
 from srbench.static.slab_schedule import Release, SlabLayout
 from srbench.static.value_keys import equality_suffices, value_key, zero_signs
 from srbench.static.view_tracking import AD_INPLACE_OR_VIEW, ViewTracking
@@ -242,6 +242,7 @@ class CodeWriter:
         *,
         returned_inputs: Mapping[int, ReturnedInput] | None = None,
         disjoint_inputs: bool = False,
+        guarded_state: Mapping[int, int] | None = None,
         run_buffers: Sequence[RunBuffer] = (),
         rebound: Mapping[str, tuple[dict[str, Any], str]] | None = None,
     ):
@@ -268,6 +269,14 @@ class CodeWriter:
         # twice into one placeholder), or one that is exact only for inputs that do not, checks
         # on every call that the inputs share memory exactly as they did at prepare time
         self.disjoint_inputs = disjoint_inputs and len(signature.tensor_leaves) > 1
+        # a program given the model's parameters and buffers by storage (one that writes a
+        # placeholder, or one made for inputs sharing memory with them) checks on every call that
+        # the inputs share memory with those exactly as at prepare time: the graph names an
+        # argument and the buffer it is apart (a functionalized graph writes a buffer's new value
+        # back at the end; streams order two placeholders' accesses only where they shared memory
+        # at prepare time; torch.export traces a write of a buffer passed as an argument too as
+        # the argument's)
+        self.guarded_state = guarded_state if signature.tensor_leaves else None
         self.names = _Names()
         self.shared: dict[str, Any] = {}
         self.per_runtime: dict[str, PerRuntime] = {}
@@ -660,6 +669,9 @@ class CodeWriter:
         self.shared.setdefault("_zero_signs", zero_signs)
         self.shared.setdefault("_value_key", value_key)
         self.shared.setdefault("_g_sharing", self.signature.sharing)
+        self.shared.setdefault("_state_sharing_of", state_sharing_of)
+        self.shared.setdefault("_g_state_sharing", self.signature.state_sharing)
+        self.shared.setdefault("_g_state", self.guarded_state)
         self.shared.setdefault("_record_function", record_function)
 
     def make_program(self, source: str, timed: tuple[TimedNode, ...], streams: StreamProgram | None = None) -> Program:
@@ -820,6 +832,8 @@ class CodeWriter:
                         checks.append(f"_zero_signs(in_{i}) != {signs!r}")
         if self.disjoint_inputs or self.signature.shares_memory:
             checks.append(f"_sharing_of(*{self.leaves}) != _g_sharing")
+        if self.guarded_state is not None:
+            checks.append(f"_state_sharing_of({self.leaves}, _g_state) != _g_state_sharing")
         miss = f"return {Hook.MISS}(args, kwargs)"
         return [
             "    try:",

@@ -30,7 +30,7 @@ from srbench.static.prepared import PreparedGraph, capture_graph, prepare_graph
 from srbench.static.recency import keep_newest
 from srbench.static.rewrite_choice import keep_faster_rewrites, prefer_lean_attention
 from srbench.static.runtime import StaticRuntime
-from srbench.static.signature import InputSignature, positional_names
+from srbench.static.signature import InputSignature, positional_names, state_storages
 from srbench.static.stream_choice import keep_faster
 
 
@@ -132,6 +132,7 @@ class StaticModule:
         self.argument_names = tuple(positional_names(model.forward, len(example.args)))
         self.keyword_names = frozenset(example.kwargs)
         self.keyword_order = KeywordOrder.of(model)
+        self.state_storages = state_storages(model)  # a call's tensors sharing memory with them: signature_of
         self._lock = threading.Lock()
         # taken by each run of a program that writes the model's parameters or buffers: that state
         # is the model's, one for every runtime of the module, so such runs take turns (re-entrant:
@@ -161,7 +162,7 @@ class StaticModule:
         self.signature: InputSignature = self.prepared.signature
 
     def signature_of(self, inputs: Inputs) -> InputSignature:
-        return InputSignature.of(inputs, self.argument_names, self.keyword_order)
+        return InputSignature.of(inputs, self.argument_names, self.keyword_order, self.state_storages)
 
     def _prepare(
         self, inputs: Inputs, signature: InputSignature, captured: CapturedGraph | None = None

@@ -9,10 +9,13 @@ Aliasing follows eager. The export-level graph keeps in-place ops, so inputs tha
 see each other's writes as in eager. A decomposed (functionalized) graph computes the new value
 of an input it writes and copies it back at the end: exact for inputs that do not share memory,
 wrong for inputs that do (one input's write would not reach the other before it is read). So
-inputs that share memory are never decomposed (their calls run the export-level graph), and a
-decomposed program that writes an input checks, on every call, that its inputs do not share
-memory. An output that is (a view of) an input the functionalized graph writes is returned as
-(that view of) the input itself, as eager returns it.
+inputs that share memory, with each other or with the model's parameters and buffers (a caller
+passing the model's own buffer), are never decomposed (their calls run the export-level graph),
+a decomposed program that writes an input checks, on every call, that its inputs do not share
+memory, and a program that writes an input, a parameter or a buffer checks that its inputs share
+memory with the parameters and buffers as they did at prepare time. An output that is (a view
+of) an input the functionalized graph writes is returned as (that view of) the input itself, as
+eager returns it.
 
 Control flow (``torch.cond``, ``torch.while_loop``, ``torch.map``) runs as sub-blocks, each
 prepared on its own (:mod:`srbench.static.blocks`).
@@ -61,7 +64,7 @@ from srbench.static.placement import program_device, weights_device
 from srbench.static.resolve import Resolution, resolve, storage_pointer
 from srbench.static.reuse import dying_input_reuses
 from srbench.static.serving import unavailable_reason
-from srbench.static.signature import InputSignature
+from srbench.static.signature import InputSignature, state_storages
 from srbench.static.slab_schedule import SlabLayout, slab_layout
 from srbench.static.storage_offsets import offsets_from_computed_inputs
 from srbench.static.stream_code import StreamCodeWriter, StreamMode
@@ -211,13 +214,15 @@ def _placeholder_values(
 
 def capture_graph(model: torch.nn.Module, inputs: Inputs, options: StaticOptions, *, name: str) -> CapturedGraph:
     """``model`` captured at ``inputs`` as :func:`prepare_graph` takes it: lowered with
-    ``options.decompose`` unless inputs share memory (see the module docstring), after the checks
+    ``options.decompose`` unless inputs share memory, with each other or with the model's
+    parameters and buffers (see the module docstring), after the checks
     of what a capture cannot hold (:func:`_capture`); a control-flow op's sub-block, already
     captured with its model, is copied with the metadata of ``inputs``."""
     inputs = KeywordOrder.of(model).arrange(inputs)
     if isinstance(model, Subgraph):
         return capture_subgraph(model, inputs, name=name)
-    decompose = options.decompose and not InputSignature.of(inputs).shares_memory
+    signature = InputSignature.of(inputs, state=state_storages(model))
+    decompose = options.decompose and not signature.shares_memory and not signature.shares_state
     return _capture(model, inputs, name=name, decompose=decompose)
 
 
@@ -638,7 +643,8 @@ def prepare_graph(
     start = time.perf_counter()
     keyword_order = KeywordOrder.of(model)
     inputs = keyword_order.arrange(inputs)  # the placeholders follow the keyword arguments' arrangement
-    signature = InputSignature.of(inputs, argument_names, keyword_order)
+    state = state_storages(model)
+    signature = InputSignature.of(inputs, argument_names, keyword_order, state)
     if captured is None:
         captured = capture_graph(model, inputs, options, name=name)
     rebound = _rebound_state(captured, model)
@@ -782,6 +788,9 @@ def prepare_graph(
         returned_inputs = _returned_inputs(graph, mutations, user_inputs, captured.returns_state, analysis)
         # a functionalized graph that writes an input is exact only for inputs not sharing memory
         disjoint_inputs = any(target in user_inputs for target in mutations.values())
+        # a program that writes an input, a parameter or a buffer, or one made for inputs sharing
+        # memory with the model's parameters and buffers, is exact only for calls sharing so
+        guarded_state = state if written or signature.shares_state else None
 
         def writer_of(cls: type[_Writer], choice: _Choice) -> _Writer:
             constants = {n: v for n, v in values.items() if n in constant_nodes}
@@ -795,6 +804,7 @@ def prepare_graph(
                 signature,
                 returned_inputs=returned_inputs,
                 disjoint_inputs=disjoint_inputs,
+                guarded_state=guarded_state,
                 run_buffers=choice.run_buffers,
                 rebound=rebound,
             )

@@ -11,7 +11,8 @@ one :class:`TensorLeaf` or :class:`ScalarLeaf` per leaf, a readable path for eac
 
 Two calls with equal :attr:`~InputSignature.key` run the same program; a call of another key
 gets a program of its own, whatever differs: shapes, strides, scalar values, memory sharing
-(:func:`sharing_of`), and also structure, a leaf's kind (tensor or scalar type) or dtype, as
+(:func:`sharing_of`) with each other and with the model's parameters and buffers
+(:func:`state_sharing_of`), and also structure, a leaf's kind (tensor or scalar type) or dtype, as
 ``torch.compile`` compiles anew where a guard fails. A tensor on another device than the
 example's is refused (:meth:`~InputSignature.device_difference`): a runtime's memory lives on one
 device. :meth:`~InputSignature.difference` names how a call differs from the example where the
@@ -23,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +128,15 @@ def positional_names(function: Callable[..., Any], count: int) -> list[str]:
     return [names[i] if i < len(names) else f"args[{i}]" for i in range(count)]
 
 
+def _storage_start(leaf: Any) -> int | None:
+    """Where the storage of a tensor leaf starts; ``None`` for a scalar or an empty storage (a
+    FakeTensor has no memory to share, and its data_ptr warns: the module refuses it)."""
+    if not isinstance(leaf, torch.Tensor) or isinstance(leaf, FakeTensor):
+        return None
+    storage = leaf.untyped_storage()
+    return storage.data_ptr() if storage.nbytes() else None
+
+
 def sharing_of(*leaves: Any) -> tuple[tuple[int, int], ...]:
     """How the tensors among ``leaves`` share memory: per leaf, the index of the first leaf whose
     storage it shares (its own index if none, and for scalars) and its storage offset relative
@@ -135,16 +145,32 @@ def sharing_of(*leaves: Any) -> tuple[tuple[int, int], ...]:
     first: dict[int, tuple[int, int]] = {}
     result = []
     for index, leaf in enumerate(leaves):
-        # a FakeTensor has no memory to share (and its data_ptr warns): the module refuses it
-        storage = (
-            leaf.untyped_storage() if isinstance(leaf, torch.Tensor) and not isinstance(leaf, FakeTensor) else None
-        )
-        if storage is None or not storage.nbytes():
+        start = _storage_start(leaf)
+        if start is None:
             result.append((index, 0))
             continue
-        owner, offset = first.setdefault(storage.data_ptr(), (index, leaf.storage_offset()))
+        owner, offset = first.setdefault(start, (index, leaf.storage_offset()))
         result.append((owner, leaf.storage_offset() - offset))
     return tuple(result)
+
+
+def state_storages(model: torch.nn.Module) -> dict[int, int]:
+    """Where the storage of each of ``model``'s parameters and buffers starts, mapped to its
+    position among them: what :func:`state_sharing_of` looks a call's tensors up in."""
+    starts: dict[int, int] = {}
+    for index, tensor in enumerate((*model.parameters(), *model.buffers())):
+        start = _storage_start(tensor)
+        if start is not None:
+            starts.setdefault(start, index)
+    return starts
+
+
+def state_sharing_of(leaves: Sequence[Any], state: Mapping[int, int]) -> tuple[int, ...]:
+    """Per leaf, the position of the model's parameter or buffer whose storage it shares
+    (``state``: :func:`state_storages`), -1 if none (and for scalars): a caller passing the
+    model's own buffer as an argument (or a view of it). The graph names the argument and the
+    buffer apart, where one's write changes what the other reads."""
+    return tuple(-1 if (start := _storage_start(leaf)) is None else state.get(start, -1) for leaf in leaves)
 
 
 @dataclass(frozen=True)
@@ -158,13 +184,19 @@ class InputSignature:
     argument_names: tuple[str, ...] = ()  # the model's positional parameters, for messages
     # the keywords whose order the model sees, in the call's order (the guard checks it)
     ordered_keywords: tuple[str, ...] = ()
+    state_sharing: tuple[int, ...] = ()  # per leaf, the model's tensor it shares memory with
 
     @classmethod
     def of(
-        cls, inputs: Inputs, names: Sequence[str] = (), keyword_order: KeywordOrder = KEYWORDS_BY_NAME
+        cls,
+        inputs: Inputs,
+        names: Sequence[str] = (),
+        keyword_order: KeywordOrder = KEYWORDS_BY_NAME,
+        state: Mapping[int, int] | None = None,
     ) -> InputSignature:
         """The signature of ``inputs``; ``names`` are the model's positional parameter names
-        (for readable paths); ``keyword_order``: which keywords' order the model sees."""
+        (for readable paths); ``keyword_order``: which keywords' order the model sees; ``state``:
+        the model's parameters and buffers by storage (:func:`state_storages`)."""
         arranged = keyword_order.arrange(inputs)
         flat, structure = flatten_with_paths((arranged.args, dict(arranged.kwargs)))
         leaves = [leaf for _, leaf in flat]
@@ -182,6 +214,7 @@ class InputSignature:
             sharing_of(*leaves),
             tuple(names),
             keyword_order.seen(arranged.kwargs),
+            state_sharing_of(leaves, state or {}),
         )
 
     @property
@@ -190,12 +223,18 @@ class InputSignature:
         baked into it from its contexts (a ``pytree.register_constant`` constant) by
         :func:`~srbench.static.value_keys.contexts_key` too, which tells apart what ``==`` does
         not (``Config(0.0)`` and ``Config(-0.0)``)."""
-        return (self.structure, contexts_key(self.structure), tuple(leaf.key for leaf in self.leaves), self.sharing)
+        leaves = tuple(leaf.key for leaf in self.leaves)
+        return (self.structure, contexts_key(self.structure), leaves, self.sharing, self.state_sharing)
 
     @property
     def shares_memory(self) -> bool:
         """Whether two tensor arguments share memory (the same tensor twice, or views of one)."""
         return any(owner != index for index, (owner, _) in enumerate(self.sharing))
+
+    @property
+    def shares_state(self) -> bool:
+        """Whether a tensor argument shares memory with the model's parameters or buffers."""
+        return any(position >= 0 for position in self.state_sharing)
 
     @property
     def tensor_leaves(self) -> tuple[TensorLeaf, ...]:
