@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from srbench.static import StaticModule, StaticOptions
+from srbench.static.errors import ManagedOutputInputError
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -73,3 +74,38 @@ def test_an_argument_that_is_the_models_own_buffer_sees_the_models_writes(kind, 
             for out, want in zip(got, expected):
                 torch.testing.assert_close(out, want)
             torch.testing.assert_close(ours.memory, theirs.memory, rtol=0.0, atol=0.0)
+
+
+class Step(nn.Module):
+    """One step of a recurrence, called on its own output (``x = runtime(x)``): the projection's
+    result is written where the output goes, then ``x`` is read again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.proj(x)) + x[:, :1]
+
+
+@pytest.mark.parametrize("managed", [False, True])
+@pytest.mark.parametrize("scheduler", ["one stream", "parallel_steps"])
+def test_an_output_fed_back_into_its_runtime_is_refused_where_outputs_are_managed(managed, scheduler):
+    """With ``manage_output_tensors`` a run writes its outputs into an arena the runtime owns, and
+    an output of the run before lies there: given back as the input, the run wrote over it while it
+    read it, and answered from half-overwritten values (the round's probe: 1.85 off after four steps
+    of ``x = runtime(x)``, silently). It is now refused with a clear error; a copy of the output,
+    or a runtime whose outputs are not managed, follows eager step by step."""
+    torch.manual_seed(0)
+    model = Step().eval()
+    streams = {"scheduler": scheduler, "streams": 2} if scheduler == "parallel_steps" else {}
+    options = StaticOptions(manage_output_tensors=managed, measure_choices=False, **streams)
+    ours = theirs = torch.linspace(-1.0, 1.0, 4 * 16).reshape(4, 16)
+    with torch.no_grad():
+        runtime = StaticModule(model, (ours.clone(),), options).runtime()
+        for _ in range(4):
+            ours, theirs = runtime(ours.clone() if managed else ours), model(theirs)
+            torch.testing.assert_close(ours, theirs)
+        if managed:
+            with pytest.raises(ManagedOutputInputError, match="input x is an output of this runtime's earlier run"):
+                runtime(ours)

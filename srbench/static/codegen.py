@@ -32,7 +32,7 @@ from srbench.graph.nodes import enables_grad, enters_autocast, getitem_parts
 from srbench.observe.record import node_label
 from srbench.static.calls import Call, Const, OffsetFrom
 from srbench.static.choose import NodePlan, RunAs
-from srbench.static.errors import inference_only_error
+from srbench.static.errors import inference_only_error, managed_output_input_error
 from srbench.static.hosting import RunBuffer
 from srbench.static.page_release import release_pages
 from srbench.static.serving import serving_library
@@ -68,6 +68,7 @@ class Hook:
     CURRENT_STREAM = "_current_stream"
     RECORD_STREAM = "_record_stream"
     RELEASE_PAGES = "_release_pages"  # gives a storage's pages back to the OS lazily (page_release)
+    ARENA = "_arena"  # the storage of the output arena (manage_output_tensors)
 
     @staticmethod
     def slab(segment: int) -> str:
@@ -111,6 +112,7 @@ class RuntimeHooks:
     streams: Mapping[str, Any] = field(default_factory=dict)
     slab_segments: tuple[torch.UntypedStorage, ...] = ()
     release_pages: Callable[[torch.UntypedStorage], None] = release_pages
+    arena: torch.UntypedStorage | None = None
 
     def as_globals(self) -> dict[str, Any]:
         return {
@@ -122,6 +124,7 @@ class RuntimeHooks:
             Hook.CLAIM: self.token.pop,
             Hook.UNCLAIM: self.token.append,
             Hook.BUSY: self.busy,
+            Hook.ARENA: self.arena,
             **self.streams,
         }
 
@@ -243,6 +246,7 @@ class CodeWriter:
         returned_inputs: Mapping[int, ReturnedInput] | None = None,
         disjoint_inputs: bool = False,
         guarded_state: Mapping[int, int] | None = None,
+        arena_outputs: bool = False,
         run_buffers: Sequence[RunBuffer] = (),
         rebound: Mapping[str, tuple[dict[str, Any], str]] | None = None,
     ):
@@ -277,6 +281,9 @@ class CodeWriter:
         # at prepare time; torch.export traces a write of a buffer passed as an argument too as
         # the argument's)
         self.guarded_state = guarded_state if signature.tensor_leaves else None
+        # outputs written into the runtime's arena (manage_output_tensors): a call given one of
+        # them back is refused, since the run writes there while it reads it
+        self.arena_outputs = arena_outputs
         self.names = _Names()
         self.shared: dict[str, Any] = {}
         self.per_runtime: dict[str, PerRuntime] = {}
@@ -664,6 +671,7 @@ class CodeWriter:
         self.shared.setdefault("_tls_set_excluded", torch._C._dispatch_tls_set_dispatch_key_excluded)
         self.shared.setdefault("_ad_inplace_or_view", AD_INPLACE_OR_VIEW)
         self.shared.setdefault("_inference_only", inference_only_error)
+        self.shared.setdefault("_managed_output_input", managed_output_input_error)
         self.shared.setdefault("_input_names", self.signature.paths)
         self.shared.setdefault("_sharing_of", sharing_of)
         self.shared.setdefault("_zero_signs", zero_signs)
@@ -847,11 +855,13 @@ class CodeWriter:
     def head(self, name: str, *, guard: bool) -> list[str]:
         """A generated function's first lines: its signature (the model's: ``*args, **kwargs``),
         the call unpacked as ``in_0, in_1, ...`` and guarded (``guard``, see :meth:`unpack`), the
-        inference-only check, the runtime's call token taken (see :meth:`claims`), grad mode
-        turned off (``_grad`` keeps it; the caller's ``finally`` restores it, :meth:`grad_restored`,
-        and gives the token back) and the autograd dispatch keys left out of this thread's dispatch,
-        as inference mode leaves them out but without making inference tensors: under ``no_grad``
-        every op still passed through its autograd kernel, which records nothing there. On models
+        inference-only check, the check that no input lies in the runtime's output arena
+        (:class:`~srbench.static.errors.ManagedOutputInputError`), the runtime's call token taken
+        (see :meth:`claims`), grad mode turned off (``_grad`` keeps it; the caller's ``finally``
+        restores it, :meth:`grad_restored`, and gives the token back) and the autograd dispatch
+        keys left out of this thread's dispatch, as inference mode leaves them out but without
+        making inference tensors: under ``no_grad`` every op still passed through its autograd
+        kernel, which records nothing there. On models
         of many small composite ops (losses) that was 10-15% of a call (eager under
         ``inference_mode`` skips it); the guard costs about 0.5 µs a call. The program's results
         are the ones grad mode off gives: no history, views of parameters still their views. A
@@ -865,6 +875,12 @@ class CodeWriter:
             head += [
                 f"    if _grad and ({' or '.join(f'{t}.requires_grad' for t in tensors)}):",
                 f"        raise _inference_only(_input_names, {self.leaves})",
+            ]
+        if tensors and self.arena_outputs:
+            starts = " or ".join(f"{t}.untyped_storage().data_ptr() == _a" for t in tensors)
+            head += [
+                f"    if (_a := {Hook.ARENA}.data_ptr()) and ({starts}):",
+                f"        raise _managed_output_input(_input_names, {self.leaves}, _a)",
             ]
         if self.claims(name):
             head += [

@@ -6,6 +6,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+import torch
+
 from srbench.graph.ambient_autocast import ambient_autocast, ambient_autocast_reason
 
 
@@ -88,6 +90,27 @@ def inference_only_error(names: Sequence[str], inputs: Sequence[object]) -> Infe
         f"input {', '.join(which)} requires grad while grad mode is on, but srbench's static runtime is for "
         "inference only (its outputs never track gradients); call it under torch.no_grad() or "
         "torch.inference_mode(), or pass the input detached"
+    )
+
+
+class ManagedOutputInputError(RuntimeError):
+    """A call given an output of the runtime's own earlier run where outputs are managed
+    (``manage_output_tensors``): the run writes its outputs into the arena that output lies in
+    while it reads it, so it would answer from half-overwritten values (``x = runtime(x)``)."""
+
+
+def managed_output_input_error(names: Sequence[str], inputs: Sequence[object], arena: int) -> ManagedOutputInputError:
+    """The error for ``inputs`` (named ``names``) of which one lies in the output arena, whose
+    storage starts at ``arena``."""
+    which = [
+        name
+        for name, value in zip(names, inputs)
+        if isinstance(value, torch.Tensor) and value.untyped_storage().data_ptr() == arena
+    ]
+    return ManagedOutputInputError(
+        f"input {', '.join(which)} is an output of this runtime's earlier run, in the memory its outputs are "
+        "managed in (manage_output_tensors=True), which this run writes its outputs into while it reads the "
+        "input; pass a copy (.clone()), or prepare without manage_output_tensors"
     )
 
 

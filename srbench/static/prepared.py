@@ -805,6 +805,7 @@ def prepare_graph(
                 returned_inputs=returned_inputs,
                 disjoint_inputs=disjoint_inputs,
                 guarded_state=guarded_state,
+                arena_outputs=bool(choice.arena_records),
                 run_buffers=choice.run_buffers,
                 rebound=rebound,
             )

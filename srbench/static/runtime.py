@@ -348,7 +348,13 @@ class StaticRuntime:
         namespace.update({name: callable_.bind() for name, callable_ in program.per_runtime.items()})
         namespace.update({name: managed[storage] for name, storage in program.managed_globals.items()})
         hooks = RuntimeHooks(
-            miss=self._miss, slab=slab, times=[], token=self._token, busy=self._busy, slab_segments=tuple(storages[1:])
+            miss=self._miss,
+            slab=slab,
+            times=[],
+            token=self._token,
+            busy=self._busy,
+            slab_segments=tuple(storages[1:]),
+            arena=arena,
         )
         namespace.update(hooks.as_globals())
         holders: dict[str, list[str]] = {}
