@@ -1,6 +1,6 @@
 """srbench's static runtime on models it was not built against: conformance and speed beside eager.
 
-The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 595
+The zoo is what srbench was developed on; this sweep is what a new user brings. It builds 630
 models that are not in the zoo: the first five rounds' 139 here, and the sixth round's 31 in
 ``benchmarks/outside_round6.py``, the seventh's 37 in ``benchmarks/outside_round7.py``, the
 eighth's 40 in ``benchmarks/outside_round8.py``, the ninth's 22 in ``benchmarks/outside_round9.py``:
@@ -64,7 +64,12 @@ caller's tensor written by broadcast operands and a view of it taken before, emp
 mixed-dtype promotion, a 0-dim tensor then a float), and the twenty-sixth's 10 in
 ``benchmarks/outside_round26.py``: hand-written models (inputs laid out otherwise at the second
 call, one tensor as two arguments, views of parameters out, branches on strides, ``where`` with
-scalars, complex values written, empty cumulations); unavailable where those
+scalars, complex values written, empty cumulations), and the twenty-seventh's 13 in
+``benchmarks/outside_round27.py``: hand-written models (lifted constants written, ``as_strided``
+of offset views, no-op conversions written, overlapping argument slices, pieces of ``chunk``/
+``split``/``unbind`` written, eight dims, a batch of 0 second, float16 near overflow, random ops
+of fixed values, autocast accumulated in place, a chunked ``vmap``, an unsafe parametrization);
+unavailable where those
 extras are not installed. Each model runs from torch's settings as the sweep started, and what its
 own libraries change at import (``benchmarks/outside_globals.py``), whatever ran before it;
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
@@ -118,7 +123,7 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
 ``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py``,
-``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round26.py`` on the
+``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round27.py`` on the
 smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
@@ -1988,7 +1993,7 @@ def _transformers_models() -> list[OutsideModel]:
 
 
 def outside_models() -> list[OutsideModel]:
-    """Every model of the sweep, torch.nn ones first, the sixth to twenty-sixth rounds' last."""
+    """Every model of the sweep, torch.nn ones first, the sixth to twenty-seventh rounds' last."""
     from benchmarks.outside_round6 import sixth_round
     from benchmarks.outside_round7 import seventh_round
     from benchmarks.outside_round8 import eighth_round
@@ -2010,6 +2015,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round24 import twenty_fourth_round
     from benchmarks.outside_round25 import twenty_fifth_round
     from benchmarks.outside_round26 import twenty_sixth_round
+    from benchmarks.outside_round27 import twenty_seventh_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -2037,6 +2043,7 @@ def outside_models() -> list[OutsideModel]:
             twenty_fourth_round,
             twenty_fifth_round,
             twenty_sixth_round,
+            twenty_seventh_round,
         )
         for case in models()
     ]
