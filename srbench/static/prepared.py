@@ -227,15 +227,16 @@ def capture_graph(model: torch.nn.Module, inputs: Inputs, options: StaticOptions
 
 
 def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bool) -> CapturedGraph:
-    """``capture``; where ``decompose`` fails on a model two of whose parameters, buffers and
-    inputs view one storage (a buffer registered as a slice of another, or given as an input; the
-    program writing one), the capture without it: torch's own decomposition fails on such a
-    program ('expected compiled_fn to be GraphModule'), and ``decompose`` is not applied to it,
-    as to inputs that share memory. A model carrying state from call to call in a plain Python
-    attribute is refused first (:mod:`srbench.graph.attribute_state`); that check's eager call
-    gives the layouts the program's outputs are copied into where the graph's differ
-    (:mod:`srbench.graph.eager_layout`) and the buffers forward assigns anew, and refuses a model
-    whose answer holds a tensor subclass the program cannot give (:mod:`srbench.graph.output_types`)."""
+    """``capture``; where ``decompose`` fails on a model two of whose program's placeholders view
+    one storage (a buffer registered as a slice of another, or given as an input, or held by a
+    plain object too; the program writing one), the capture without it
+    (:func:`_undecomposed_sharing_storage`): torch's own decomposition fails on such a program,
+    and ``decompose`` is not applied to it, as to inputs that share memory. A model carrying state
+    from call to call in a plain Python attribute is refused first
+    (:mod:`srbench.graph.attribute_state`); that check's eager call gives the layouts the
+    program's outputs are copied into where the graph's differ (:mod:`srbench.graph.eager_layout`)
+    and the buffers forward assigns anew, and refuses a model whose answer holds a tensor
+    subclass the program cannot give (:mod:`srbench.graph.output_types`)."""
     refuse_uninitialized(model, name=name)  # before the state check reads the parameters
     checked = refuse_carried_state(model, inputs, name=name)
     if checked is not None and checked.subclassed is not None:
@@ -243,12 +244,10 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
     try:
         captured = capture(model, inputs, name=name, decompose=decompose)
     except CaptureError:
-        tensors = (*model.parameters(), *model.buffers(), *inputs.tensors())
-        pointers = [storage_pointer(tensor) for tensor in tensors]
-        known = [pointer for pointer in pointers if pointer is not None]
-        if not decompose or len(known) == len(set(known)):
+        undecomposed = _undecomposed_sharing_storage(model, inputs, name=name) if decompose else None
+        if undecomposed is None:
             raise
-        captured = capture(model, inputs, name=name, decompose=False)
+        captured = undecomposed
     if checked is None:
         return captured
     lost = sorted(checked.changed - _written_buffers(captured))
@@ -263,6 +262,28 @@ def _capture(model: torch.nn.Module, inputs: Inputs, *, name: str, decompose: bo
         )
     give_eager_layouts(captured, checked.layouts)
     return replace(captured, assigned_state=checked.assigned)
+
+
+def _undecomposed_sharing_storage(model: torch.nn.Module, inputs: Inputs, *, name: str) -> CapturedGraph | None:
+    """The capture without ``decompose`` where two of its program's placeholders view one storage
+    (torch's own decomposition fails on such a program: 'expected compiled_fn to be
+    GraphModule'); ``None`` where none do, or where that capture fails too. The placeholders are
+    the parameters, the buffers, the inputs and the tensors export lifts as constants: a tensor
+    a plain object of the model holds that is also a buffer (transformers' ``StaticCache`` holds
+    its layers' keys and values, which its ExecuTorch wrappers register as buffers, and the
+    program writes the object's) is one storage under two placeholders, as a buffer registered
+    as a slice of another is."""
+    try:
+        captured = capture(model, inputs, name=name, decompose=False)
+    except CaptureError:
+        return None
+    signature, constants = captured.exported.graph_signature, captured.exported.constants
+    lifted = [constants[spec.target] for spec in signature.input_specs if spec.kind == InputKind.CONSTANT_TENSOR]
+    # parameters() and buffers() give a tied weight once: the program names it twice, and reads it only
+    tensors = (*model.parameters(), *model.buffers(), *lifted, *inputs.tensors())
+    pointers = [storage_pointer(tensor) for tensor in tensors if isinstance(tensor, torch.Tensor)]
+    known = [pointer for pointer in pointers if pointer is not None]
+    return captured if len(known) != len(set(known)) else None
 
 
 def _written_buffers(captured: CapturedGraph) -> set[str]:
