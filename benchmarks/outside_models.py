@@ -68,8 +68,11 @@ scalars, complex values written, empty cumulations), and the twenty-seventh's 13
 ``benchmarks/outside_round27.py``: hand-written models (lifted constants written, ``as_strided``
 of offset views, no-op conversions written, overlapping argument slices, pieces of ``chunk``/
 ``split``/``unbind`` written, eight dims, a batch of 0 second, float16 near overflow, random ops
-of fixed values, autocast accumulated in place, a chunked ``vmap``, an unsafe parametrization);
-unavailable where those
+of fixed values, autocast accumulated in place, a chunked ``vmap``, an unsafe parametrization),
+and the twenty-eighth's 14 in ``benchmarks/outside_round28.py``: libraries' models (transformers
+heads for token labels, answer spans, multiple choice, labelled images and video, seq2seq and a
+mixture of experts; transformers' ExecuTorch wrappers keeping a static key-value cache in buffers;
+snntorch's spiking neurons; geoopt's hyperbolic manifolds); unavailable where those
 extras are not installed. Each model runs from torch's settings as the sweep started, and what its
 own libraries change at import (``benchmarks/outside_globals.py``), whatever ran before it;
 offline and randomly initialised: stock ``torch.nn`` pieces and small hand-written models that
@@ -123,7 +126,7 @@ fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_round6.py``, ``tests/test_static_outside_round7.py``,
 ``tests/test_static_outside_round8.py``, ``tests/test_static_outside_round9.py``,
 ``tests/test_static_outside_round10.py``, ``tests/test_static_outside_round11.py``,
-``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round27.py`` on the
+``tests/test_static_outside_round12.py`` to ``tests/test_static_outside_round28.py`` on the
 smallest model that showed it.
 This file sits in asv's benchmark directory, so importing it does nothing heavy.
 """
@@ -2016,6 +2019,7 @@ def outside_models() -> list[OutsideModel]:
     from benchmarks.outside_round25 import twenty_fifth_round
     from benchmarks.outside_round26 import twenty_sixth_round
     from benchmarks.outside_round27 import twenty_seventh_round
+    from benchmarks.outside_round28 import twenty_eighth_round
 
     earlier = (_torch_models, _torch_pieces, _third_round, _fourth_round, _fifth_round, _transformers_models)
     return [
@@ -2044,6 +2048,7 @@ def outside_models() -> list[OutsideModel]:
             twenty_fifth_round,
             twenty_sixth_round,
             twenty_seventh_round,
+            twenty_eighth_round,
         )
         for case in models()
     ]
