@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
+import sys
+import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,23 +132,82 @@ class Serving:
         return (*self.results, *self.scratch)
 
 
+# how long a first use waits for another process's build of the extension: a cold build takes
+# 20-60 s on a loaded 2-core machine
+BUILD_LOCK_PATIENCE_S = 180.0
+
+
 @functools.cache
 def _load() -> tuple[ModuleType | None, str | None]:
-    """The built and installed extension, or ``None`` and why not."""
+    """The built and installed extension, or ``None`` and why not (once per process)."""
+    return _built(BUILD_LOCK_PATIENCE_S)
+
+
+def _built(patience: float) -> tuple[ModuleType | None, str | None]:
+    """The extension built (or found built) and installed, waiting at most ``patience`` seconds
+    for another process's build; ``None`` and why not."""
     try:
         from torch.utils.cpp_extension import load
 
-        # named by its source too: checkouts of other versions share torch's extensions folder, and
-        # one building its source under the same name would replace the library another loads
-        digest = hashlib.sha1(_SOURCE.read_bytes()).hexdigest()[:10]
-        name = "srbench_slab_serving_" + re.sub(r"\W", "_", torch.__version__) + "_" + digest
-        library = load(name, [str(_SOURCE)], extra_cflags=["-O2"], is_python_module=True, verbose=False)
+        name = extension_name()
+        directory = build_directory(name)
+        locked = build_lock_left(directory, patience)
+        if locked is not None:
+            return None, locked
+        library = load(
+            name,
+            [str(_SOURCE)],
+            extra_cflags=["-O2"],
+            build_directory=str(directory),
+            is_python_module=True,
+            verbose=False,
+        )
     except Exception as error:  # no compiler, no ninja, a failed build: srbench runs without serving
         first = str(error).strip().splitlines()
         return None, f"the allocator hook did not build ({type(error).__name__}: {first[0] if first else ''})"
     if not library.install():
         return None, "another CPU allocator of higher priority is installed"
     return library, None
+
+
+def extension_name() -> str:
+    """The extension's name: by torch's version and by its source too, since checkouts of other
+    versions share torch's extensions folder, and one building its source under the same name
+    would replace the library another loads."""
+    digest = hashlib.sha1(_SOURCE.read_bytes()).hexdigest()[:10]
+    return "srbench_slab_serving_" + re.sub(r"\W", "_", torch.__version__) + "_" + digest
+
+
+def build_directory(name: str) -> Path:
+    """The extension's build folder, named here (under torch's extensions root, or
+    ``TORCH_EXTENSIONS_DIR`` where set, per Python version) so that its lock file is known."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    python = f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
+    directory = Path(root) / "srbench" / python / name
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def build_lock_left(directory: Path, patience: float) -> str | None:
+    """Why the extension cannot be loaded now: torch's build lock in ``directory`` still held
+    after ``patience`` seconds (``None`` once it is free). Every process's first load takes that
+    lock to run ``ninja``, and torch waits for it without a limit: a process killed or stopped
+    while holding it (``kill -9``, a job stopped with SIGSTOP) left every later process hanging
+    in its first prepare, here ten minutes for four at once. Past the wait srbench runs without
+    serving (fallback results allocated by their ops: the same answers) and says why. The lock is
+    not removed: it may be a live build that is slow, which only its owner can tell."""
+    lock = directory / "lock"
+    deadline = time.monotonic() + patience
+    while lock.exists():
+        if time.monotonic() >= deadline:
+            return (
+                f"the allocator hook's build folder is locked ({lock}): another process is building it, or "
+                "one was stopped or killed while it did (then remove the file)"
+            )
+        time.sleep(0.1)
+    return None
 
 
 def serving_library() -> ModuleType | None:
