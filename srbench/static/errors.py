@@ -93,6 +93,21 @@ def inference_only_error(names: Sequence[str], inputs: Sequence[object]) -> Infe
     )
 
 
+class ModelModeError(RuntimeError):
+    """A call while the model is in another mode (``model.train()``/``model.eval()``) than it was
+    prepared in: the program is the graph ``torch.export`` traced in that mode (dropout applied
+    or not, batch norm reading its running statistics or updating them), so it would answer as
+    the other mode silently."""
+
+    def __init__(self, model: str, prepared_training: bool):
+        prepared, now = ("training", "eval") if prepared_training else ("eval", "training")
+        super().__init__(
+            f"model {model!r} was prepared in {prepared} mode and is now in {now} mode: its program runs the "
+            f"{prepared}-mode graph (dropout, batch norm's statistics); switch the model back "
+            f"(model.{'train' if prepared_training else 'eval'}()), or prepare a new StaticModule in {now} mode"
+        )
+
+
 class ManagedOutputInputError(RuntimeError):
     """A call given an output of the runtime's own earlier run where outputs are managed
     (``manage_output_tensors``): the run writes its outputs into the arena that output lies in

@@ -126,6 +126,8 @@ class StaticModule:
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 2:
             raise ValueError(f"max_signatures must be an integer of at least 2, got {bound!r}")
         self.model = model
+        # the mode its programs are traced in: a call in the other one is refused (ModelModeError)
+        self.training = model.training
         self.options = options
         self.name = name
         self.out_variants = out_variants if out_variants is not None else OUT_VARIANTS

@@ -31,7 +31,7 @@ from srbench.graph.ambient_autocast import leave_autocast
 from srbench.inputs import Inputs
 from srbench.static.calls import invoke
 from srbench.static.codegen import CodeWriter, Entry, Hook, RuntimeHooks
-from srbench.static.errors import ConcurrentUseError, ambient_autocast_error
+from srbench.static.errors import ConcurrentUseError, ModelModeError, ambient_autocast_error
 from srbench.static.forms import FORMS_KEPT, Rebinding
 from srbench.static.page_release import release_pages
 from srbench.static.prepared import ManagedTensor, PreparedGraph
@@ -166,6 +166,7 @@ class StaticRuntime:
         """``device``: where the slab lives (the module's device; given while the module is still
         preparing its first shape)."""
         self.module = module
+        self._model, self._training = module.model, module.training
         device = device if device is not None else module.prepared.device
         with torch.inference_mode(False):  # see _bind
             self._slab = torch.empty(0, dtype=torch.uint8, device=device)
@@ -193,10 +194,15 @@ class StaticRuntime:
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """One call of the model, refused under an autocast the caller entered (see
-        :mod:`srbench.graph.ambient_autocast`); an error leaves no autocast region of the
-        model's open."""
+        :mod:`srbench.graph.ambient_autocast`) and while the model is in another mode than it was
+        prepared in (:class:`~srbench.static.errors.ModelModeError`: a model prepared before its
+        ``.eval()`` ran dropout and moved batch norm's statistics, silently; only the root
+        module's flag is read, about 40 ns); an error leaves no autocast region of the model's
+        open."""
         if _any_autocast():
             raise ambient_autocast_error()
+        if self._model.training is not self._training:
+            raise ModelModeError(self.module.name, self._training)
         try:  # run_within's body, inline: a frame less on the per-call path
             forward = self._forward
             if forward is None:
