@@ -119,7 +119,7 @@ on an instance of its own per option set, and compared with a twin built alike t
 what a model's first call does (a cache filled, a buffer registered) is then srbench's to see.
 
 Exit status 0 when every capturable model is equivalent under every option set, 1 otherwise.
-What the sweep found, and what still fails, is in the README ("Models from outside the zoo"); each
+What the sweep found, and what still fails, is in ``docs/outside-models.md`` (the README says where it stands); each
 fix is kept by a test in ``tests/test_static_outside.py`` (the first round),
 ``tests/test_static_outside_calls.py`` (the second), ``tests/test_static_outside_round3.py``,
 ``tests/test_static_outside_round4.py``, ``tests/test_static_outside_round5.py``,
