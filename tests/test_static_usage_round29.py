@@ -98,3 +98,37 @@ def test_a_call_failing_mid_run_leaves_the_runtime_and_the_callers_thread_as_the
         for call in ((x * 2.0, index), (x, index.flip(0))):
             for out, want in zip(runtime(*call), model(*call)):
                 torch.testing.assert_close(out, want)
+
+
+class MakesTensors(nn.Module):
+    """Makes tensors of the default dtype in forward (``arange``, ``zeros``, ``tensor`` of floats)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return x + torch.arange(4) * 0.5, torch.zeros(4) + 1, torch.tensor([1.5, 2.5]) * x[:2]
+
+
+@pytest.fixture
+def default_dtype_restored():
+    before = torch.get_default_dtype()
+    yield
+    torch.set_default_dtype(before)
+
+
+@pytest.mark.usefixtures("default_dtype_restored")
+@pytest.mark.parametrize("options", OPTION_SETS.values(), ids=OPTION_SETS.keys())
+def test_a_call_under_another_default_dtype_gets_its_own_program(options):
+    """The program is the graph traced under the default dtype of its preparation, where
+    ``torch.zeros(4)`` made float32: after ``torch.set_default_dtype(torch.float64)`` the runtime
+    answered float32 where eager answers float64 (promoting the float32 input), silently. The
+    default dtype is now part of the input signature, checked by the guard: a call under another
+    one gets a program of its own, and back under the first the first program serves again."""
+    model, x = MakesTensors(), torch.randn(4)
+    module = StaticModule(model, (x,), options)
+    runtime = module.runtime()
+    for dtype in (torch.float64, torch.float32, torch.float64):
+        torch.set_default_dtype(dtype)
+        got, expected = runtime(x.clone()), model(x.clone())
+        assert [t.dtype for t in got] == [t.dtype for t in expected], dtype
+        for out, want in zip(got, expected):
+            torch.testing.assert_close(out, want)
+    assert module.shapes_prepared == 2

@@ -678,6 +678,7 @@ class CodeWriter:
         self.shared.setdefault("_value_key", value_key)
         self.shared.setdefault("_g_sharing", self.signature.sharing)
         self.shared.setdefault("_state_sharing_of", state_sharing_of)
+        self.shared.setdefault("_get_default_dtype", torch.get_default_dtype)
         self.shared.setdefault("_g_state_sharing", self.signature.state_sharing)
         self.shared.setdefault("_g_state", self.guarded_state)
         self.shared.setdefault("_record_function", record_function)
@@ -842,6 +843,8 @@ class CodeWriter:
             checks.append(f"_sharing_of(*{self.leaves}) != _g_sharing")
         if self.guarded_state is not None:
             checks.append(f"_state_sharing_of({self.leaves}, _g_state) != _g_state_sharing")
+        # torch.set_default_dtype since: forward's factory calls make other tensors (about 40 ns)
+        checks.append(f"_get_default_dtype() is not {self.constant(self.signature.default_dtype, 'default_dtype')}")
         miss = f"return {Hook.MISS}(args, kwargs)"
         return [
             "    try:",

@@ -185,6 +185,9 @@ class InputSignature:
     # the keywords whose order the model sees, in the call's order (the guard checks it)
     ordered_keywords: tuple[str, ...] = ()
     state_sharing: tuple[int, ...] = ()  # per leaf, the model's tensor it shares memory with
+    # torch's default dtype at the call: what forward's factory calls (``torch.zeros(4)``,
+    # ``torch.tensor([1.5])``) make, which the program was traced with
+    default_dtype: torch.dtype = torch.float32
 
     @classmethod
     def of(
@@ -215,6 +218,7 @@ class InputSignature:
             tuple(names),
             keyword_order.seen(arranged.kwargs),
             state_sharing_of(leaves, state or {}),
+            torch.get_default_dtype(),
         )
 
     @property
@@ -224,7 +228,14 @@ class InputSignature:
         :func:`~srbench.static.value_keys.contexts_key` too, which tells apart what ``==`` does
         not (``Config(0.0)`` and ``Config(-0.0)``)."""
         leaves = tuple(leaf.key for leaf in self.leaves)
-        return (self.structure, contexts_key(self.structure), leaves, self.sharing, self.state_sharing)
+        return (
+            self.structure,
+            contexts_key(self.structure),
+            leaves,
+            self.sharing,
+            self.state_sharing,
+            self.default_dtype,
+        )
 
     @property
     def shares_memory(self) -> bool:
