@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from srbench.graph.capture import CaptureError, capture
+from srbench.graph.transform_levels import transform_levels_kept
 from srbench.options import StaticOptions
 from srbench.static import StaticModule
 
@@ -171,3 +172,18 @@ def test_a_model_whose_answers_drift_is_not_applicable_to_eager_first_and_thread
     assert fresh.checks["threads2"].outcome is Outcome.NOT_APPLICABLE, fresh
     cached = sweep_one(_case("first_call_cache", FirstCallCache), 0, checks=("default",))
     assert cached.checks["default"].outcome is Outcome.EQUIVALENT, cached
+
+
+def test_a_capture_failing_inside_a_dual_level_leaves_none_entered():
+    """torch's retrace of a ``jvp`` of a ``jvp`` given a sliced argument (round 19's
+    ``func_derivatives``, in the relaid check's test) failed between the graph's
+    ``_enter_dual_level`` and ``_exit_dual_level`` calls, which left forward AD's level entered:
+    every dual level after it in the process failed ("Nested forward mode AD is not supported at
+    the moment": round 22's forward-AD test, run after it in CI). Whether torch's retrace fails
+    there varies between runs, so the failure is made here as the graph makes it: the level
+    entered through torch's C API inside the block that guards every capture, then an error."""
+    with contextlib.suppress(RuntimeError), transform_levels_kept():
+        torch._C._enter_dual_level()
+        raise RuntimeError("torch's retrace failed here")
+    with torch.autograd.forward_ad.dual_level():
+        assert torch.autograd.forward_ad._current_level == 0

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.nn.parameter import is_lazy
 from torch.utils import _pytree as pytree
 
 from srbench.inputs import KEYWORDS_BY_NAME, Inputs, KeywordOrder, flatten_with_paths
@@ -159,6 +160,8 @@ def state_storages(model: torch.nn.Module) -> dict[int, int]:
     position among them: what :func:`state_sharing_of` looks a call's tensors up in."""
     starts: dict[int, int] = {}
     for index, tensor in enumerate((*model.parameters(), *model.buffers())):
+        if is_lazy(tensor):  # a lazy module's parameter has no storage yet (capture refuses it, naming it)
+            continue
         start = _storage_start(tensor)
         if start is not None:
             starts.setdefault(start, index)
