@@ -109,3 +109,24 @@ def test_an_output_fed_back_into_its_runtime_is_refused_where_outputs_are_manage
         if managed:
             with pytest.raises(ManagedOutputInputError, match="input x is an output of this runtime's earlier run"):
                 runtime(ours)
+
+
+class SparseBuffer(nn.Module):
+    """Holds a sparse adjacency as a buffer (as graph models do) and multiplies by it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("adjacency", torch.eye(4).to_sparse())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sparse.mm(self.adjacency, x) * 2
+
+
+def test_a_sparse_buffer_has_no_storage_to_share_and_the_model_still_prepares():
+    """Reading where each parameter and buffer's storage starts (to see a caller passing one)
+    asked a sparse buffer for its storage, which torch refuses: such a model failed before
+    capture with "Cannot access storage of SparseTensorImpl"."""
+    model, x = SparseBuffer().eval(), torch.randn(4, 3)
+    runtime = StaticModule(model, (x,), StaticOptions()).runtime()
+    with torch.no_grad():
+        torch.testing.assert_close(runtime(x), model(x))

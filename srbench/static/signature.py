@@ -130,9 +130,17 @@ def positional_names(function: Callable[..., Any], count: int) -> list[str]:
 
 
 def _storage_start(leaf: Any) -> int | None:
-    """Where the storage of a tensor leaf starts; ``None`` for a scalar or an empty storage (a
-    FakeTensor has no memory to share, and its data_ptr warns: the module refuses it)."""
-    if not isinstance(leaf, torch.Tensor) or isinstance(leaf, FakeTensor):
+    """Where the storage of a tensor leaf starts; ``None`` for a scalar, an empty storage and a
+    tensor with no storage of its own to share: a FakeTensor (its data_ptr warns: the module
+    refuses it), a sparse or oneDNN tensor (torch raises on their storage), a lazy module's
+    parameter not yet made (capture refuses it, naming it)."""
+    if (
+        not isinstance(leaf, torch.Tensor)
+        or isinstance(leaf, FakeTensor)
+        or is_lazy(leaf)
+        or leaf.layout != torch.strided
+        or leaf.is_mkldnn
+    ):
         return None
     storage = leaf.untyped_storage()
     return storage.data_ptr() if storage.nbytes() else None
@@ -160,8 +168,6 @@ def state_storages(model: torch.nn.Module) -> dict[int, int]:
     position among them: what :func:`state_sharing_of` looks a call's tensors up in."""
     starts: dict[int, int] = {}
     for index, tensor in enumerate((*model.parameters(), *model.buffers())):
-        if is_lazy(tensor):  # a lazy module's parameter has no storage yet (capture refuses it, naming it)
-            continue
         start = _storage_start(tensor)
         if start is not None:
             starts.setdefault(start, index)
